@@ -1,0 +1,5 @@
+"""``python -m landcover`` runs the command line."""
+
+from landcover.cli import main
+
+main()

@@ -1,0 +1,113 @@
+"""The ``landcover`` command line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from landcover.errors import LandcoverError
+
+app = typer.Typer(
+    help="Train U-Net land-cover models on NAIP imagery and turn them into maps.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    add_completion=False,
+)
+data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+log = logging.getLogger("landcover")
+
+
+@app.command()
+def train(
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(help="Folder of *_naip.tif/*_lc.tif pairs; default: the built-in sample."),
+    ] = None,
+    out: Annotated[
+        str | None, typer.Option(help="Run folder; rerunning with the same folder resumes.")
+    ] = None,
+    epochs: Annotated[int | None, typer.Option(help="Total epochs to train to.")] = None,
+    workers: Annotated[
+        int | None, typer.Option(help="Worker processes on this machine (one per GPU).")
+    ] = None,
+    batch_size: Annotated[int | None, typer.Option(help="Samples per worker per step.")] = None,
+    lr: Annotated[
+        float | None, typer.Option(help="Learning rate at optim.ref_batch (scaled linearly).")
+    ] = None,
+    samples_per_epoch: Annotated[int | None, typer.Option(help="Global samples per epoch.")] = None,
+    encoder: Annotated[
+        str | None, typer.Option(help="smp encoder, e.g. resnet18, resnet34.")
+    ] = None,
+    patch_size: Annotated[
+        int | None, typer.Option(help="Training patch size (multiple of 32).")
+    ] = None,
+    classes: Annotated[
+        str | None, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")
+    ] = None,
+    device: Annotated[str | None, typer.Option(help="auto, cpu or cuda.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Random seed.")] = None,
+    max_restarts: Annotated[
+        int | None, typer.Option(help="Elastic restarts after a worker failure.")
+    ] = None,
+    set_: Annotated[
+        list[str] | None, typer.Option("--set", help="Override any key: section.key=value.")
+    ] = None,
+) -> None:
+    """Train a U-Net, data-parallel over --workers processes; resumes from the run folder."""
+    from landcover.config import load_config
+    from landcover.training.launcher import train_main
+
+    overrides: dict[str, Any] = {
+        "data.root": data,
+        "data.patch_size": patch_size,
+        "data.classes": classes,
+        "model.encoder": encoder,
+        "optim.epochs": epochs,
+        "optim.batch_size": batch_size,
+        "optim.lr": lr,
+        "optim.samples_per_epoch": samples_per_epoch,
+        "run.out": out,
+        "run.workers": workers,
+        "run.device": device,
+        "run.seed": seed,
+        "run.max_restarts": max_restarts,
+    }
+    train_main(load_config(config, overrides, set_))
+
+
+@data_app.command("synth")
+def data_synth(
+    out: Annotated[Path, typer.Argument(help="Output folder.")],
+    tiles: Annotated[int, typer.Option(min=1, help="Number of tile pairs.")] = 8,
+    size: Annotated[int, typer.Option(min=32, help="Tile side in pixels.")] = 512,
+    seed: Annotated[int, typer.Option(help="Random seed; same seed, same files.")] = 0,
+    prefix: Annotated[str, typer.Option(help="File-name prefix.")] = "synth",
+) -> None:
+    """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs."""
+    from landcover.data.synthetic import write_synthetic_dataset
+
+    pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
+    typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
+
+
+def main() -> None:
+    """Runs the CLI; user-fixable problems print one line and exit non-zero."""
+    try:
+        app()
+    except LandcoverError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        sys.exit(130)
+
+
+if __name__ == "__main__":
+    main()

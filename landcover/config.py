@@ -1,0 +1,341 @@
+"""Run configuration: pydantic models, YAML loading and command-line overrides.
+
+A configuration has four sections: ``data``, ``model``, ``optim`` and ``run``. YAML files in
+``configs/`` set any subset of it; command-line flags and ``--set section.key=value`` override
+them; the resolved configuration is saved as ``config.yaml`` in the run folder and inside every
+checkpoint.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from landcover.classes import ClassMapping, resolve_mapping
+from landcover.errors import ConfigError
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+class DataConfig(_Section):
+    """Where the tile pairs are and how they become training samples.
+
+    Attributes:
+        root: Folder (or URL) holding ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs.
+            ``None`` uses the built-in synthetic sample dataset.
+        manifest: Optional CSV with columns ``image,label`` and an optional ``split`` column
+            (``train``/``val``); paths relative to the manifest's folder. Overrides ``root``.
+        image_suffix: File-name suffix of the imagery.
+        label_suffix: File-name suffix of the labels.
+        val_root: Optional separate folder of validation pairs.
+        val_tiles: Names of tiles held out for validation.
+        val_fraction: Fraction of tiles (the last ones by name) held out when neither
+            ``val_root`` nor ``val_tiles`` nor a manifest split is given.
+        classes: A preset name (``chesapeake7``, ``cvpr4``, ``tutorial5``) or an explicit mapping.
+        bands: Names of the image bands, in file order; their count is the model's input channels.
+        mean: Per-band mean on the 0..1 scale, subtracted before the model.
+        std: Per-band standard deviation on the 0..1 scale.
+        patch_size: Side of the square training patches in pixels.
+        max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
+        oversample_rare: Probability that a patch is centred on a pixel of a rare class.
+        augment: Random flips and 90-degree rotations.
+    """
+
+    root: str | None = None
+    manifest: str | None = None
+    image_suffix: str = "_naip.tif"
+    label_suffix: str = "_lc.tif"
+    val_root: str | None = None
+    val_tiles: list[str] = Field(default_factory=list)
+    val_fraction: float = Field(0.2, ge=0.0, lt=1.0)
+    classes: ClassMapping = Field(default_factory=lambda: resolve_mapping("chesapeake7"))
+    bands: list[str] = Field(default_factory=lambda: ["red", "green", "blue", "nir"])
+    mean: list[float] = Field(default_factory=lambda: [0.40, 0.42, 0.36, 0.50])
+    std: list[float] = Field(default_factory=lambda: [0.18, 0.16, 0.15, 0.22])
+    patch_size: int = Field(256, ge=32)
+    max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
+    oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
+    augment: bool = True
+
+    @field_validator("classes", mode="before")
+    @classmethod
+    def _resolve_classes(cls, value: Any) -> ClassMapping:
+        return resolve_mapping(value)
+
+    @field_validator("patch_size")
+    @classmethod
+    def _patch_multiple_of_32(cls, value: int) -> int:
+        if value % 32:
+            raise ValueError(f"patch_size {value} must be a multiple of 32 (the U-Net's stride)")
+        return value
+
+    @model_validator(mode="after")
+    def _band_stats_match(self) -> DataConfig:
+        n = len(self.bands)
+        if len(self.mean) != n or len(self.std) != n:
+            raise ValueError(f"mean and std need one value per band ({n} bands: {self.bands})")
+        if any(s <= 0 for s in self.std):
+            raise ValueError("std values must be positive")
+        return self
+
+
+class ModelConfig(_Section):
+    """The segmentation model (a segmentation-models-pytorch U-Net).
+
+    Attributes:
+        arch: Model architecture; ``unet``.
+        encoder: smp encoder name (``resnet18``, ``resnet34``, ``efficientnet-b0``, ...).
+        encoder_depth: Number of encoder stages (3..5).
+        decoder_channels: Decoder widths, one per encoder stage.
+        weights: Optional local file of initial weights (a landcover checkpoint or a plain
+            state dict). Nothing is ever downloaded.
+    """
+
+    arch: Literal["unet"] = "unet"
+    encoder: str = "resnet34"
+    encoder_depth: int = Field(5, ge=3, le=5)
+    decoder_channels: list[int] = Field(default_factory=lambda: [256, 128, 64, 32, 16])
+    weights: str | None = None
+
+    @model_validator(mode="after")
+    def _decoder_matches_depth(self) -> ModelConfig:
+        if len(self.decoder_channels) != self.encoder_depth:
+            raise ValueError(
+                f"decoder_channels needs {self.encoder_depth} values (encoder_depth), "
+                f"got {len(self.decoder_channels)}"
+            )
+        return self
+
+
+class LossConfig(_Section):
+    """The training loss: cross-entropy (no-data ignored) plus an optional Dice term.
+
+    Attributes:
+        ce_weight: Weight of the cross-entropy term.
+        dice_weight: Weight of the multi-class Dice term (0 disables it).
+        class_weights: Optional per-class cross-entropy weights.
+    """
+
+    ce_weight: float = Field(1.0, ge=0.0)
+    dice_weight: float = Field(0.0, ge=0.0)
+    class_weights: list[float] | None = None
+
+
+class OptimConfig(_Section):
+    """Optimisation and epoch settings.
+
+    Attributes:
+        optimizer: ``adamw``, ``adam`` or ``sgd``.
+        lr: Learning rate for a global batch of ``ref_batch`` samples.
+        ref_batch: Global batch size at which ``lr`` applies; with ``scale_lr`` the rate is
+            multiplied by ``global_batch / ref_batch`` (the linear scaling rule).
+        scale_lr: Apply the linear scaling rule.
+        weight_decay: Weight decay.
+        momentum: Momentum (SGD) or beta1 (Adam).
+        warmup_epochs: Epochs of linear warm-up from ``lr`` to the scaled rate.
+        schedule: ``cosine`` (to ``min_lr_ratio``), ``step`` or ``constant`` after warm-up.
+        min_lr_ratio: Final rate of the cosine schedule, relative to the peak.
+        step_epochs: Epoch interval of the step schedule.
+        gamma: Factor of the step schedule.
+        batch_size: Samples per worker per step.
+        samples_per_epoch: Global number of samples in one epoch, whatever the worker count.
+        epochs: Total number of epochs (a resumed run trains up to this).
+        grad_clip: Optional gradient-norm clip.
+        loss: The loss.
+    """
+
+    optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
+    lr: float = Field(1e-3, gt=0.0)
+    ref_batch: int = Field(16, ge=1)
+    scale_lr: bool = True
+    weight_decay: float = Field(1e-4, ge=0.0)
+    momentum: float = Field(0.9, ge=0.0, lt=1.0)
+    warmup_epochs: float = Field(1.0, ge=0.0)
+    schedule: Literal["cosine", "step", "constant"] = "cosine"
+    min_lr_ratio: float = Field(0.01, ge=0.0, le=1.0)
+    step_epochs: int = Field(30, ge=1)
+    gamma: float = Field(0.1, gt=0.0, le=1.0)
+    batch_size: int = Field(16, ge=1)
+    samples_per_epoch: int = Field(16384, ge=1)
+    epochs: int = Field(50, ge=1)
+    grad_clip: float | None = Field(None, gt=0.0)
+    loss: LossConfig = Field(default_factory=LossConfig)
+
+
+class RunConfig(_Section):
+    """Workers, devices and the run folder.
+
+    Attributes:
+        out: Run folder (config, metrics, TensorBoard logs, checkpoints, plots).
+        workers: Number of worker processes on this machine (one per GPU on CUDA).
+        device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
+        backend: torch.distributed backend; ``auto`` is NCCL on CUDA, Gloo on CPU.
+        bf16: bf16 autocast on CUDA (ignored on CPU, which trains in fp32).
+        channels_last: channels_last memory format on CUDA.
+        threads_per_worker: CPU threads per worker; default: cores / workers.
+        seed: Base random seed (each rank and epoch derive their own).
+        val_every: Validate every K epochs (and after the last).
+        val_overlap: Overlap in pixels between sliding windows in validation; default a
+            quarter of the patch size.
+        keep_last: Number of per-epoch checkpoints kept besides ``last.pt`` and ``best.pt``.
+        log_every_s: Seconds between progress lines when the output is not a terminal.
+        timeout_s: Collective-operation timeout in seconds.
+        max_restarts: Restarts of the worker group by the elastic agent after a failure.
+    """
+
+    out: str = "runs/default"
+    workers: int = Field(1, ge=1)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    backend: Literal["auto", "gloo", "nccl"] = "auto"
+    bf16: bool = True
+    channels_last: bool = True
+    threads_per_worker: int | None = Field(None, ge=1)
+    seed: int = 0
+    val_every: int = Field(1, ge=1)
+    val_overlap: int | None = Field(None, ge=0)
+    keep_last: int = Field(3, ge=0)
+    log_every_s: float = Field(10.0, gt=0.0)
+    timeout_s: float = Field(300.0, gt=0.0)
+    max_restarts: int = Field(0, ge=0)
+
+
+class Config(_Section):
+    """The whole resolved configuration of a run."""
+
+    data: DataConfig = Field(default_factory=DataConfig)
+    model: ModelConfig = Field(default_factory=ModelConfig)
+    optim: OptimConfig = Field(default_factory=OptimConfig)
+    run: RunConfig = Field(default_factory=RunConfig)
+
+    @model_validator(mode="after")
+    def _patch_fits_overlap(self) -> Config:
+        if self.run.val_overlap is None:
+            self.run.val_overlap = self.data.patch_size // 4
+        if self.run.val_overlap * 2 >= self.data.patch_size:
+            raise ValueError(
+                f"run.val_overlap {self.run.val_overlap} must be under half the patch size "
+                f"{self.data.patch_size}"
+            )
+        return self
+
+    def to_dict(self) -> dict[str, Any]:
+        """Returns the configuration as plain JSON/YAML-safe data."""
+        return self.model_dump(mode="json")
+
+
+def _format_validation_error(err: ValidationError, source: str) -> str:
+    first = err.errors()[0]
+    where = ".".join(str(p) for p in first["loc"])
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(err.errors()) - 1} more)" if len(err.errors()) > 1 else ""
+    return f"{source}: {where + ': ' if where else ''}{message}{more}"
+
+
+def _set_dotted(tree: dict[str, Any], dotted: str, value: Any) -> None:
+    keys = dotted.split(".")
+    node = tree
+    for key in keys[:-1]:
+        node = node.setdefault(key, {})
+        if not isinstance(node, dict):
+            raise ConfigError(f"--set {dotted}: {key} is not a section")
+    node[keys[-1]] = value
+
+
+def parse_override(text: str) -> tuple[str, Any]:
+    """Parses a ``section.key=value`` override; the value is read as YAML.
+
+    Args:
+        text: The override, e.g. ``optim.lr=0.01`` or ``model.decoder_channels=[64,32,16]``.
+
+    Returns:
+        The dotted key and the parsed value.
+
+    Raises:
+        ConfigError: If the text has no ``=``.
+    """
+    if "=" not in text:
+        raise ConfigError(f"--set {text!r}: expected section.key=value")
+    key, raw = text.split("=", 1)
+    return key.strip(), yaml.safe_load(raw)
+
+
+def load_config(
+    path: str | Path | None = None,
+    overrides: dict[str, Any] | None = None,
+    sets: list[str] | None = None,
+) -> Config:
+    """Loads and validates a configuration.
+
+    Args:
+        path: A YAML config file, or ``None`` for the built-in defaults.
+        overrides: Dotted keys to values (from CLI flags); ``None`` values are skipped.
+        sets: ``section.key=value`` strings (from ``--set``), applied last.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: If the file is missing or unreadable, or the result is invalid.
+    """
+    tree: dict[str, Any] = {}
+    source = "config"
+    if path is not None:
+        source = str(path)
+        try:
+            loaded = yaml.safe_load(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"{path}: config file not found") from None
+        except (OSError, yaml.YAMLError) as exc:
+            raise ConfigError(
+                f"{path}: not a readable YAML file ({exc.__class__.__name__})"
+            ) from None
+        if loaded is not None and not isinstance(loaded, dict):
+            raise ConfigError(f"{path}: a config file must be a YAML mapping")
+        tree = loaded or {}
+    for key, value in (overrides or {}).items():
+        if value is not None:
+            _set_dotted(tree, key, value)
+    for text in sets or []:
+        key, value = parse_override(text)
+        _set_dotted(tree, key, value)
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def config_from_dict(tree: dict[str, Any], source: str = "checkpoint") -> Config:
+    """Validates a configuration stored as plain data (in a checkpoint or run folder).
+
+    Args:
+        tree: The configuration as produced by :meth:`Config.to_dict`.
+        source: Where it came from, for the error message.
+
+    Returns:
+        The validated configuration.
+
+    Raises:
+        ConfigError: If the data is not a valid configuration.
+    """
+    try:
+        return Config.model_validate(tree)
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
+def save_config(config: Config, path: Path) -> None:
+    """Writes the resolved configuration as YAML (atomically).
+
+    Args:
+        config: The configuration.
+        path: Destination file.
+    """
+    from landcover.fileio import atomic_write_bytes
+
+    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
+    atomic_write_bytes(path, text.encode())

@@ -1,0 +1,1 @@
+"""Data: tile pairs, in-memory loading, sampling, augmentation and synthetic data."""

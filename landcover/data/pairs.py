@@ -1,0 +1,141 @@
+"""Finding image/label tile pairs and splitting them into training and validation sets."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from landcover.config import DataConfig
+from landcover.errors import DataError
+
+
+@dataclass(frozen=True)
+class TilePair:
+    """One NAIP tile and its land-cover label raster.
+
+    Attributes:
+        name: Tile name (the file name without the pair suffix).
+        image: Path of the imagery GeoTIFF.
+        label: Path of the label GeoTIFF.
+    """
+
+    name: str
+    image: str
+    label: str
+
+
+def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[TilePair]:
+    """Finds ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs in a folder.
+
+    Args:
+        root: The folder.
+        image_suffix: File-name suffix of the imagery, e.g. ``_naip.tif``.
+        label_suffix: File-name suffix of the labels, e.g. ``_lc.tif``.
+
+    Returns:
+        The pairs, sorted by name.
+
+    Raises:
+        DataError: If the folder is missing, a file has no partner, or there are no pairs.
+    """
+    folder = Path(root)
+    if not folder.is_dir():
+        raise DataError(f"{root}: data folder not found")
+    images = {p.name[: -len(image_suffix)]: p for p in folder.glob(f"*{image_suffix}")}
+    labels = {p.name[: -len(label_suffix)]: p for p in folder.glob(f"*{label_suffix}")}
+    for name in sorted(set(images) - set(labels)):
+        raise DataError(f"{images[name]}: no label file {name}{label_suffix} beside it")
+    for name in sorted(set(labels) - set(images)):
+        raise DataError(f"{labels[name]}: no image file {name}{image_suffix} beside it")
+    if not images:
+        raise DataError(
+            f"{root}: no tile pairs found (expected *{image_suffix} with matching *{label_suffix})"
+        )
+    return [TilePair(n, str(images[n]), str(labels[n])) for n in sorted(images)]
+
+
+def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
+    """Reads a CSV manifest with columns ``image,label`` and an optional ``split``.
+
+    Args:
+        path: The manifest; relative paths in it are relative to its folder.
+
+    Returns:
+        ``(pair, split)`` tuples; ``split`` is ``train``, ``val`` or ``None``.
+
+    Raises:
+        DataError: If the manifest is missing, malformed, or lists no pairs.
+    """
+    manifest = Path(path)
+    if not manifest.is_file():
+        raise DataError(f"{path}: manifest not found")
+    rows: list[tuple[TilePair, str | None]] = []
+    with manifest.open(newline="") as handle:
+        reader = csv.DictReader(handle)
+        if not reader.fieldnames or not {"image", "label"} <= set(reader.fieldnames):
+            raise DataError(f"{path}: manifest needs the columns image,label[,split]")
+        for line, row in enumerate(reader, start=2):
+            image, label = row["image"].strip(), row["label"].strip()
+            if not image or not label:
+                raise DataError(f"{path}: line {line} has an empty image or label")
+            split = (row.get("split") or "").strip() or None
+            if split not in (None, "train", "val"):
+                raise DataError(f"{path}: line {line}: split must be train or val, not {split!r}")
+            image_path = manifest.parent / image
+            label_path = manifest.parent / label
+            name = Path(image).name.rsplit(".", 1)[0]
+            rows.append((TilePair(name, str(image_path), str(label_path)), split))
+    if not rows:
+        raise DataError(f"{path}: manifest lists no pairs")
+    return rows
+
+
+def split_pairs(data: DataConfig, root: str) -> tuple[list[TilePair], list[TilePair]]:
+    """Resolves the training and validation pairs of a data configuration.
+
+    The validation set is, in order of precedence: the manifest's ``split`` column,
+    ``val_root``, the tiles named in ``val_tiles``, or the last ``val_fraction`` of the tiles
+    by name (at least one tile when there are two or more).
+
+    Args:
+        data: The data configuration.
+        root: The data folder (``data.root`` or the built-in sample's folder).
+
+    Returns:
+        ``(train, val)`` lists of pairs; ``val`` may be empty.
+
+    Raises:
+        DataError: If no training pairs remain or a named validation tile does not exist.
+    """
+    if data.manifest:
+        rows = read_manifest(data.manifest)
+        pairs = [p for p, _ in rows]
+        if any(split is not None for _, split in rows):
+            train = [p for p, s in rows if s != "val"]
+            val = [p for p, s in rows if s == "val"]
+            return _non_empty(train, data.manifest), val
+    else:
+        pairs = discover_pairs(root, data.image_suffix, data.label_suffix)
+    if data.val_root:
+        val = discover_pairs(data.val_root, data.image_suffix, data.label_suffix)
+        return pairs, val
+    if data.val_tiles:
+        names = {p.name for p in pairs}
+        missing = [n for n in data.val_tiles if n not in names]
+        if missing:
+            raise DataError(f"{root}: validation tiles not found: {', '.join(missing)}")
+        val = [p for p in pairs if p.name in data.val_tiles]
+        train = [p for p in pairs if p.name not in data.val_tiles]
+        return _non_empty(train, root), val
+    n_val = round(len(pairs) * data.val_fraction)
+    if data.val_fraction > 0 and len(pairs) >= 2:
+        n_val = max(1, n_val)
+    n_val = min(n_val, len(pairs) - 1)
+    return pairs[: len(pairs) - n_val], pairs[len(pairs) - n_val :]
+
+
+def _non_empty(train: list[TilePair], where: str) -> list[TilePair]:
+    if not train:
+        raise DataError(f"{where}: no training tiles left after holding out validation tiles")
+    return train

@@ -1,0 +1,26 @@
+"""User-facing errors.
+
+Every problem a user can fix (bad input files, bad config, missing credentials) is raised as a
+:class:`LandcoverError`. The CLI prints its message as one line and exits non-zero, without a
+traceback.
+"""
+
+from __future__ import annotations
+
+
+class LandcoverError(Exception):
+    """A problem the user can fix, reported as one line by the CLI."""
+
+    exit_code: int = 2
+
+
+class DataError(LandcoverError):
+    """A data file is missing, unreadable or does not match the configuration."""
+
+
+class ConfigError(LandcoverError):
+    """The configuration is invalid."""
+
+
+class CheckpointError(LandcoverError):
+    """A checkpoint is missing, corrupt or does not match the configuration."""

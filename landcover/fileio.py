@@ -1,0 +1,49 @@
+"""Atomic file writes: write to a temporary name in the same folder, then rename."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+
+
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Writes ``data`` to ``path`` so that readers never see a partial file.
+
+    The bytes go to a hidden temporary file in the destination folder, are flushed to disk, and
+    the file is then renamed over ``path`` (an atomic replace on POSIX file systems).
+
+    Args:
+        path: Destination file; its folder is created if needed.
+        data: The content.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def remove_stale_temporaries(folder: str | Path) -> list[Path]:
+    """Deletes temporary files left by interrupted atomic writes in ``folder``.
+
+    Args:
+        folder: The folder to clean (missing folders are fine).
+
+    Returns:
+        The files removed.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        return []
+    stale = [p for p in folder.glob(".*.tmp") if p.is_file()]
+    for p in stale:
+        p.unlink(missing_ok=True)
+    return stale

@@ -1,0 +1,1 @@
+"""Inference over whole tiles."""

@@ -1,0 +1,130 @@
+"""Starting worker processes through torchrun's elastic agent (torch.distributed's launcher API).
+
+:func:`launch_workers` runs a function in ``nproc`` processes per node with c10d rendezvous,
+restarts the group up to ``max_restarts`` times after a failure, and turns a failed worker into
+one :class:`~landcover.errors.LandcoverError` line: the worker's own message when it failed on
+a user-fixable problem, otherwise which rank died and how.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import tempfile
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from landcover.errors import LandcoverError
+
+_ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
+
+
+def _set_parent_death_signal() -> None:
+    """Asks Linux to kill this worker if its launcher dies (no orphans after a SIGKILL)."""
+    if sys.platform != "linux":
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
+    """Runs ``fn`` in a worker; a LandcoverError is written for the launcher and exits non-zero."""
+    _set_parent_death_signal()
+    try:
+        return fn(*args)
+    except LandcoverError as exc:
+        error_dir = os.environ.get(_ERROR_DIR_ENV)
+        rank = os.environ.get("RANK", "0")
+        if error_dir:
+            Path(error_dir, f"rank{rank}.txt").write_text(str(exc))
+        else:
+            print(f"error: {exc}", file=sys.stderr)
+        raise SystemExit(exc.exit_code) from None
+
+
+def _describe_failure(failure: Any) -> str:
+    code = failure.exitcode
+    if code is not None and code < 0:
+        try:
+            return f"was killed by signal {signal.Signals(-code).name}"
+        except ValueError:
+            return f"was killed by signal {-code}"
+    return f"exited with code {code}"
+
+
+def launch_workers(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    nproc: int,
+    *,
+    nnodes: int = 1,
+    rdzv_endpoint: str = "localhost:0",
+    run_id: str | None = None,
+    max_restarts: int = 0,
+    monitor_interval: float = 0.5,
+) -> dict[int, Any]:
+    """Runs ``fn(*args)`` in ``nproc`` worker processes under torchrun's elastic agent.
+
+    Each worker gets ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and
+    ``MASTER_PORT`` in its environment.
+
+    Args:
+        fn: A module-level function (it is pickled to spawned processes).
+        args: Its arguments (picklable).
+        nproc: Workers on this node.
+        nnodes: Nodes in the job (each runs one agent).
+        rdzv_endpoint: ``host:port`` of the c10d rendezvous; ``localhost:0`` for one node.
+        run_id: Rendezvous id shared by the nodes' agents.
+        max_restarts: Times the agent restarts the worker group after a failure.
+        monitor_interval: Seconds between the agent's health checks.
+
+    Returns:
+        Each global rank's return value.
+
+    Raises:
+        LandcoverError: If a worker fails and restarts are exhausted.
+    """
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import LaunchConfig, elastic_launch
+
+    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    with tempfile.TemporaryDirectory(prefix="landcover-launch-") as tmp:
+        error_dir = Path(tmp, "errors")
+        error_dir.mkdir()
+        config = LaunchConfig(
+            min_nodes=nnodes,
+            max_nodes=nnodes,
+            nproc_per_node=nproc,
+            run_id=run_id or uuid.uuid4().hex,
+            rdzv_backend="c10d",
+            rdzv_endpoint=rdzv_endpoint,
+            max_restarts=max_restarts,
+            monitor_interval=monitor_interval,
+            start_method="spawn",
+            logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
+        )
+        previous = os.environ.get(_ERROR_DIR_ENV)
+        os.environ[_ERROR_DIR_ENV] = str(error_dir)
+        try:
+            return elastic_launch(config, _guarded)(fn, *args)
+        except ChildFailedError as exc:
+            messages = sorted(error_dir.glob("rank*.txt"))
+            if messages:
+                raise LandcoverError(messages[0].read_text().strip()) from None
+            rank, failure = exc.get_first_failure()
+            raise LandcoverError(f"worker rank {rank} {_describe_failure(failure)}") from None
+        finally:
+            if previous is None:
+                os.environ.pop(_ERROR_DIR_ENV, None)
+            else:
+                os.environ[_ERROR_DIR_ENV] = previous

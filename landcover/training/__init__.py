@@ -1,0 +1,1 @@
+"""Training: loop, loss, schedule, metrics, checkpoints and the run folder."""

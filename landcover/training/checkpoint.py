@@ -1,0 +1,138 @@
+"""Checkpoints: what they hold, atomic writes by rank 0, and safe loading.
+
+A checkpoint is a dict of tensors and plain data only, so it loads with
+``torch.load(..., weights_only=True)``. It holds the model and optimizer state, the schedule's
+position, the epoch, RNG states and the resolved configuration (classes, colours, bands,
+normalisation, patch size), which is all that ``predict`` needs.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from landcover.errors import CheckpointError
+from landcover.fileio import atomic_write_bytes, remove_stale_temporaries
+
+FORMAT = "landcover-checkpoint"
+FORMAT_VERSION = 1
+
+
+def checkpoint_dir(out: str | Path) -> Path:
+    """The checkpoint folder of a run folder."""
+    return Path(out) / "checkpoints"
+
+
+def rng_state() -> dict[str, Any]:
+    """Captures the Python and torch RNG states (CPU, and CUDA when present)."""
+    state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
+    if torch.cuda.is_available():
+        state["cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_state(state: dict[str, Any]) -> None:
+    """Restores RNG states captured by :func:`rng_state`.
+
+    Args:
+        state: The captured states.
+    """
+    random.setstate(_as_tuple(state["python"]))
+    torch.set_rng_state(state["torch"])
+    if "cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["cuda"])
+
+
+def _as_tuple(value: Any) -> Any:
+    if isinstance(value, list | tuple):
+        return tuple(_as_tuple(v) for v in value)
+    return value
+
+
+def serialize(state: dict[str, Any]) -> bytes:
+    """Serialises a checkpoint dict with ``torch.save``.
+
+    Args:
+        state: The checkpoint.
+
+    Returns:
+        Its bytes.
+    """
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
+def write_epoch_checkpoints(
+    out: str | Path, state: dict[str, Any], epoch: int, is_best: bool, keep_last: int
+) -> None:
+    """Writes ``epoch-NNNN.pt``, ``last.pt`` and (if best) ``best.pt`` atomically.
+
+    Older per-epoch files beyond ``keep_last`` are removed after the new ones are in place.
+
+    Args:
+        out: The run folder.
+        state: The checkpoint.
+        epoch: Completed epochs.
+        is_best: Whether this is the best validation mIoU so far.
+        keep_last: Per-epoch checkpoints to keep.
+    """
+    folder = checkpoint_dir(out)
+    data = serialize(state)
+    if keep_last > 0:
+        atomic_write_bytes(folder / f"epoch-{epoch:04d}.pt", data)
+    atomic_write_bytes(folder / "last.pt", data)
+    if is_best:
+        atomic_write_bytes(folder / "best.pt", data)
+    epochs = sorted(folder.glob("epoch-*.pt"))
+    for old in epochs[: max(0, len(epochs) - keep_last)]:
+        old.unlink(missing_ok=True)
+
+
+def load_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Loads a landcover checkpoint safely (``weights_only=True``) onto the CPU.
+
+    Args:
+        path: The checkpoint file.
+
+    Returns:
+        The checkpoint dict.
+
+    Raises:
+        CheckpointError: If the file is missing, corrupt, or not a landcover checkpoint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"{path}: checkpoint not found")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for corrupt or foreign files
+        reason = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
+        raise CheckpointError(f"{path}: not a loadable checkpoint ({reason})") from None
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise CheckpointError(f"{path}: not a landcover checkpoint (no '{FORMAT}' marker)")
+    if state.get("format_version", 0) > FORMAT_VERSION:
+        raise CheckpointError(
+            f"{path}: checkpoint format {state['format_version']} is newer than this "
+            f"landcover understands ({FORMAT_VERSION}); upgrade landcover"
+        )
+    return state
+
+
+def find_resume_checkpoint(out: str | Path) -> Path | None:
+    """Returns the run's ``last.pt`` if there is one, after removing stale temporaries.
+
+    Args:
+        out: The run folder.
+
+    Returns:
+        The path, or ``None`` for a fresh run.
+    """
+    folder = checkpoint_dir(out)
+    remove_stale_temporaries(folder)
+    last = folder / "last.pt"
+    return last if last.is_file() else None

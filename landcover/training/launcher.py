@@ -1,0 +1,74 @@
+"""Starting a training run: checks in the launcher, then one process per worker.
+
+``landcover train`` checks the data's headers before starting anything, then runs the
+training worker in-process (``--workers 1``, no DDP), under landcover's elastic launcher
+(``--workers N``), or directly when an external launcher (``torchrun``, ``mpirun``, Azure ML)
+already started this process as one worker.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from landcover.config import Config
+from landcover.data.pairs import split_pairs
+from landcover.data.raster import inspect_pair
+from landcover.data.sample import data_root
+from landcover.distributed import DistEnv, env_from_environ
+from landcover.launch import launch_workers
+from landcover.training.trainer import run_worker, setup_logging, worker_entry
+
+log = logging.getLogger("landcover")
+
+
+def preflight(config: Config) -> None:
+    """Checks every tile pair's headers before workers start (fast, reads no pixels).
+
+    Args:
+        config: The resolved configuration.
+
+    Raises:
+        DataError: If the data folder has no pairs or a pair is unreadable or inconsistent.
+    """
+    root = data_root(config.data.root)
+    train, val = split_pairs(config.data, root)
+    bands = len(config.data.bands)
+    pixels = 0
+    for pair in train + val:
+        height, width = inspect_pair(pair, bands)
+        pixels += height * width
+    log.info(
+        "data %s: %d training and %d validation tiles, %.1f Mpx, classes %s (%s)",
+        root,
+        len(train),
+        len(val),
+        pixels / 1e6,
+        config.data.classes.name,
+        ", ".join(config.data.classes.names),
+    )
+
+
+def train_main(config: Config) -> None:
+    """Runs ``landcover train`` with a resolved configuration.
+
+    Args:
+        config: The resolved configuration.
+
+    Raises:
+        LandcoverError: On any user-fixable problem, in this process or a worker.
+    """
+    external = env_from_environ()
+    if external is not None:
+        run_worker(config, external)
+        return
+    setup_logging(DistEnv(), None)
+    preflight(config)
+    workers = config.run.workers
+    if workers == 1:
+        run_worker(config, DistEnv())
+        return
+    log.info("starting %d workers (torch elastic agent, c10d rendezvous)", workers)
+    launch_workers(
+        worker_entry, (config.to_dict(),), nproc=workers, max_restarts=config.run.max_restarts
+    )
+    log.info("done: run folder %s", config.run.out)

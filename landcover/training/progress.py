@@ -1,0 +1,103 @@
+"""Training progress on rank 0: a rich progress bar on a terminal, periodic lines otherwise."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import timedelta
+
+log = logging.getLogger("landcover")
+
+
+def _eta(seconds: float) -> str:
+    return str(timedelta(seconds=int(max(seconds, 0))))
+
+
+class Progress:
+    """Reports steps of an epoch with loss, samples/s and ETA.
+
+    Args:
+        enabled: Whether this worker reports (rank 0 only).
+        every_s: Seconds between lines when not on a terminal.
+        total_epochs: Target epochs, for the run's ETA.
+    """
+
+    def __init__(self, enabled: bool, every_s: float, total_epochs: int) -> None:
+        self.enabled = enabled
+        self.every_s = every_s
+        self.total_epochs = total_epochs
+        self._bar = None
+        self._task = None
+        self._epoch = 0
+        self._steps = 1
+        self._start = 0.0
+        self._last = 0.0
+
+    def start_epoch(self, epoch: int, steps: int) -> None:
+        """Begins an epoch.
+
+        Args:
+            epoch: The epoch number (1-based).
+            steps: Steps in the epoch.
+        """
+        self._epoch, self._steps = epoch, steps
+        self._start = self._last = time.perf_counter()
+        if self.enabled and sys.stderr.isatty():
+            from rich.progress import (
+                BarColumn,
+                MofNCompleteColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn(f"epoch {epoch}/{self.total_epochs}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                TimeRemainingColumn(),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("train", total=steps, info="")
+
+    def update(self, step: int, loss: float, samples: int) -> None:
+        """Reports progress after a step.
+
+        Args:
+            step: Steps done in this epoch.
+            loss: Recent training loss.
+            samples: Global samples done in this epoch.
+        """
+        if not self.enabled:
+            return
+        now = time.perf_counter()
+        elapsed = now - self._start
+        rate = samples / elapsed if elapsed > 0 else 0.0
+        epoch_eta = elapsed / step * (self._steps - step)
+        run_eta = epoch_eta + elapsed / step * self._steps * (self.total_epochs - self._epoch)
+        if self._bar is not None:
+            self._bar.update(
+                self._task, completed=step, info=f"loss {loss:.4f} {rate:.1f} samples/s"
+            )
+        elif now - self._last >= self.every_s or step == self._steps:
+            self._last = now
+            log.info(
+                "epoch %d/%d step %d/%d loss %.4f %.1f samples/s ETA epoch %s run %s",
+                self._epoch,
+                self.total_epochs,
+                step,
+                self._steps,
+                loss,
+                rate,
+                _eta(epoch_eta),
+                _eta(run_eta),
+            )
+
+    def end_epoch(self) -> None:
+        """Ends the epoch (removes the bar)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None

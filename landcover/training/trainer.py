@@ -1,0 +1,449 @@
+"""The training worker: one process per GPU (or CPU worker), data-parallel with DDP.
+
+Each worker loads its share of the training tiles into memory once, draws random patches from
+them, and takes ``ceil(samples_per_epoch / (workers * batch_size))`` steps per epoch. Rank 0
+writes the run folder and checkpoints; every run resumes from its ``last.pt``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from landcover.config import Config, config_from_dict, save_config
+from landcover.data.memory import load_tiles
+from landcover.data.normalize import BandNormalizer
+from landcover.data.pairs import split_pairs
+from landcover.data.sample import data_root
+from landcover.data.sampler import PatchSampler, epoch_rng
+from landcover.data.sharding import shard
+from landcover.devices import autocast, resolve_device
+from landcover.distributed import (
+    DistEnv,
+    all_reduce_sum,
+    barrier,
+    destroy_process_group,
+    env_from_environ,
+    init_process_group,
+)
+from landcover.errors import CheckpointError, DataError
+from landcover.models import build_model, load_initial_weights
+from landcover.training.checkpoint import (
+    FORMAT,
+    FORMAT_VERSION,
+    find_resume_checkpoint,
+    load_checkpoint,
+    restore_rng_state,
+    rng_state,
+    write_epoch_checkpoints,
+)
+from landcover.training.losses import SegmentationLoss
+from landcover.training.metrics import metrics_from_confusion
+from landcover.training.progress import Progress
+from landcover.training.runlog import RunLog
+from landcover.training.schedule import lr_at
+from landcover.training.validate import validation_confusion
+
+log = logging.getLogger("landcover")
+
+
+def setup_logging(env: DistEnv, out: str | None) -> None:
+    """Sends rank 0's INFO lines to the console, other ranks' only from WARNING up.
+
+    Every rank also logs INFO to ``{out}/logs/rank{R}.log``.
+
+    Args:
+        env: The worker's place.
+        out: The run folder, or ``None`` for console only.
+    """
+    logger = logging.getLogger("landcover")
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    for handler in list(logger.handlers):
+        logger.removeHandler(handler)
+        handler.close()
+    console = logging.StreamHandler(sys.stderr)
+    console.setLevel(logging.INFO if env.is_main else logging.WARNING)
+    prefix = "" if env.world_size == 1 else f"[rank {env.rank}] "
+    console.setFormatter(logging.Formatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
+    logger.addHandler(console)
+    if out is not None:
+        folder = Path(out) / "logs"
+        folder.mkdir(parents=True, exist_ok=True)
+        file_handler = logging.FileHandler(folder / f"rank{env.rank}.log")
+        file_handler.setFormatter(
+            logging.Formatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
+        )
+        logger.addHandler(file_handler)
+
+
+def build_optimizer(params: Any, config: Config) -> torch.optim.Optimizer:
+    """Builds the optimizer named in the config.
+
+    Args:
+        params: Model parameters.
+        config: The run configuration.
+
+    Returns:
+        The optimizer (its learning rate is set every step by the schedule).
+    """
+    o = config.optim
+    if o.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=o.lr, momentum=o.momentum, weight_decay=o.weight_decay)
+    cls = torch.optim.AdamW if o.optimizer == "adamw" else torch.optim.Adam
+    return cls(params, lr=o.lr, betas=(o.momentum, 0.999), weight_decay=o.weight_decay)
+
+
+def train_step(
+    model: nn.Module,
+    criterion: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    inputs: torch.Tensor,
+    target: torch.Tensor,
+    autocast_dtype: torch.dtype | None = None,
+    grad_clip: float | None = None,
+) -> torch.Tensor:
+    """One synchronous data-parallel SGD step (DDP all-reduces gradients in ``backward``).
+
+    Args:
+        model: The model, DDP-wrapped when there are several workers.
+        criterion: The loss.
+        optimizer: The optimizer.
+        inputs: ``(B, C, H, W)`` float input.
+        target: ``(B, H, W)`` int64 class indices.
+        autocast_dtype: Autocast dtype (bf16 on CUDA), or ``None`` for fp32.
+        grad_clip: Optional gradient-norm clip.
+
+    Returns:
+        The detached loss.
+    """
+    with autocast(inputs.device, autocast_dtype):
+        logits = model(inputs)
+    loss = criterion(logits, target)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    if grad_clip is not None:
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+    optimizer.step()
+    return loss.detach()
+
+
+class Trainer:
+    """Trains one worker's part of a data-parallel run.
+
+    Args:
+        config: The resolved configuration.
+        env: The worker's place in the job.
+    """
+
+    def __init__(self, config: Config, env: DistEnv) -> None:
+        self.config = config
+        self.env = env
+        self.out = Path(config.run.out)
+        self.mapping = config.data.classes
+        self.device = resolve_device(config.run.device, env)
+        cuda = self.device.type == "cuda"
+        self.autocast_dtype = torch.bfloat16 if cuda and config.run.bf16 else None
+        self.channels_last = cuda and config.run.channels_last
+        self.global_batch = config.optim.batch_size * env.world_size
+        self.steps_per_epoch = math.ceil(config.optim.samples_per_epoch / self.global_batch)
+        self.prepare = BandNormalizer(config.data.mean, config.data.std, self.device)
+        self.reduce_device = self.device if cuda else torch.device("cpu")
+
+    def _load_data(self) -> None:
+        cfg, env = self.config.data, self.env
+        root = data_root(cfg.root)
+        train_pairs, val_pairs = split_pairs(cfg, root)
+        bands = len(cfg.bands)
+        mine = shard(train_pairs, env.rank, env.world_size)
+        tiles, report = load_tiles(mine, self.mapping, bands)
+        log.info(
+            "rank %d/%d holds %d of %d training tiles [%s]: %.1f MB in %.2f s",
+            env.rank,
+            env.world_size,
+            len(tiles),
+            len(train_pairs),
+            ", ".join(report.tiles),
+            report.megabytes,
+            report.seconds,
+        )
+        self.val_tiles, val_report = load_tiles(
+            val_pairs[env.rank :: env.world_size], self.mapping, bands
+        )
+        log.info(
+            "rank %d/%d holds %d of %d validation tiles [%s]: %.1f MB in %.2f s",
+            env.rank,
+            env.world_size,
+            len(self.val_tiles),
+            len(val_pairs),
+            ", ".join(val_report.tiles),
+            val_report.megabytes,
+            val_report.seconds,
+        )
+        self.n_val = len(val_pairs)
+        try:
+            self.sampler = PatchSampler(
+                tiles,
+                cfg.patch_size,
+                self.mapping.num_classes,
+                max_nodata_fraction=cfg.max_nodata_fraction,
+                oversample_rare=cfg.oversample_rare,
+                augment=cfg.augment,
+            )
+        except ValueError as exc:
+            raise DataError(f"rank {env.rank}: {exc}") from None
+
+    def _build_model(self) -> None:
+        cfg = self.config
+        torch.manual_seed(cfg.run.seed)
+        model = build_model(cfg.model, len(cfg.data.bands), self.mapping.num_classes)
+        if cfg.model.weights:
+            load_initial_weights(model, cfg.model.weights)
+        if self.env.distributed and self.device.type == "cuda":
+            model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
+        model.to(self.device)
+        if self.channels_last:
+            model.to(memory_format=torch.channels_last)
+        self.model = model
+        self.ddp: nn.Module = model
+        if self.env.distributed:
+            ids = [self.device.index] if self.device.type == "cuda" else None
+            self.ddp = DistributedDataParallel(model, device_ids=ids)
+        self.optimizer = build_optimizer(model.parameters(), cfg)
+        self.criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
+
+    def _resume(self) -> tuple[int, float]:
+        path = find_resume_checkpoint(self.out)
+        if path is None:
+            return 0, -1.0
+        state = load_checkpoint(path)
+        try:
+            self.model.load_state_dict(state["model"])
+            self.optimizer.load_state_dict(state["optimizer"])
+        except (RuntimeError, ValueError, KeyError) as exc:
+            first = str(exc).splitlines()[0][:160]
+            raise CheckpointError(
+                f"{path}: does not fit this run's model or optimizer ({first}); "
+                "use another --out or the same model settings"
+            ) from None
+        restore_rng_state(state["rng"])
+        epoch = int(state["epoch"])
+        log.info(
+            "resuming from %s: %d epoch(s) complete (trained with %d workers, now %d)",
+            path,
+            epoch,
+            state["workers"],
+            self.env.world_size,
+        )
+        return epoch, float(state.get("best_miou", -1.0))
+
+    def _checkpoint_state(self, epoch: int, best: float, record: dict) -> dict[str, Any]:
+        return {
+            "format": FORMAT,
+            "format_version": FORMAT_VERSION,
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "scheduler": {"progress_epochs": epoch, "global_batch": self.global_batch},
+            "epoch": epoch,
+            "best_miou": best,
+            "workers": self.env.world_size,
+            "rng": rng_state(),
+            "metrics": record,
+            "config": self.config.to_dict(),
+        }
+
+    def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:
+        cfg = self.config
+        rng = epoch_rng(cfg.run.seed, self.env.rank, epoch)
+        self.ddp.train()
+        progress.start_epoch(epoch + 1, self.steps_per_epoch)
+        loss_sum = torch.zeros((), device=self.device)
+        lr = 0.0
+        for step in range(self.steps_per_epoch):
+            lr = lr_at(cfg.optim, self.global_batch, epoch + step / self.steps_per_epoch)
+            for group in self.optimizer.param_groups:
+                group["lr"] = lr
+            images, labels = self.sampler.batch(cfg.optim.batch_size, rng)
+            inputs = self.prepare(images.to(self.device, non_blocking=True))
+            if not self.channels_last:
+                inputs = inputs.contiguous()
+            target = labels.to(self.device, non_blocking=True).long()
+            loss = train_step(
+                self.ddp,
+                self.criterion,
+                self.optimizer,
+                inputs,
+                target,
+                self.autocast_dtype,
+                cfg.optim.grad_clip,
+            )
+            loss_sum += loss
+            if progress.enabled:
+                progress.update(step + 1, float(loss), (step + 1) * self.global_batch)
+        progress.end_epoch()
+        total = loss_sum.to(self.reduce_device).clone()
+        all_reduce_sum(total)
+        return float(total) / (self.steps_per_epoch * self.env.world_size), lr
+
+    def _validate(self) -> tuple[dict | None, float]:
+        start = time.perf_counter()
+        if self.n_val == 0:
+            return None, 0.0
+        cfg = self.config
+        confusion = validation_confusion(
+            self.model,
+            self.val_tiles,
+            self.mapping.num_classes,
+            cfg.data.patch_size,
+            cfg.run.val_overlap,
+            cfg.optim.batch_size,
+            self.prepare,
+            self.device,
+            self.autocast_dtype,
+            self.reduce_device,
+        )
+        return metrics_from_confusion(confusion.numpy(), self.mapping.names), (
+            time.perf_counter() - start
+        )
+
+    def run(self) -> dict[str, Any]:
+        """Trains up to ``optim.epochs`` epochs, resuming from the run's ``last.pt``.
+
+        Returns:
+            The last epoch's metrics record (empty if there was nothing to do).
+        """
+        cfg, env = self.config, self.env
+        if env.is_main:
+            self.out.mkdir(parents=True, exist_ok=True)
+            save_config(cfg, self.out / "config.yaml")
+        self._load_data()
+        self._build_model()
+        start_epoch, best = self._resume()
+        if start_epoch >= cfg.optim.epochs:
+            log.info(
+                "nothing to do: the run already has %d epoch(s), --epochs is %d",
+                start_epoch,
+                cfg.optim.epochs,
+            )
+            return {}
+        log.info(
+            "training epochs %d..%d: %d workers x batch %d = global batch %d, %d steps/epoch "
+            "(%d samples), peak lr %.2e, device %s%s",
+            start_epoch + 1,
+            cfg.optim.epochs,
+            env.world_size,
+            cfg.optim.batch_size,
+            self.global_batch,
+            self.steps_per_epoch,
+            self.steps_per_epoch * self.global_batch,
+            lr_at(cfg.optim, self.global_batch, cfg.optim.warmup_epochs),
+            self.device,
+            " bf16" if self.autocast_dtype else "",
+        )
+        runlog = RunLog(self.out, start_epoch) if env.is_main else None
+        progress = Progress(env.is_main, cfg.run.log_every_s, cfg.optim.epochs)
+        record: dict[str, Any] = {}
+        try:
+            for epoch in range(start_epoch, cfg.optim.epochs):
+                t0 = time.perf_counter()
+                train_loss, lr = self._train_epoch(epoch, progress)
+                train_s = time.perf_counter() - t0
+                done = epoch + 1
+                metrics, val_s = None, 0.0
+                if done % cfg.run.val_every == 0 or done == cfg.optim.epochs:
+                    metrics, val_s = self._validate()
+                miou = metrics["miou"] if metrics else None
+                is_best = miou is not None and miou > best
+                best = miou if is_best else best
+                record = {
+                    "epoch": done,
+                    "train_loss": train_loss,
+                    "lr": lr,
+                    "samples_per_s": self.steps_per_epoch * self.global_batch / train_s,
+                    "epoch_s": train_s,
+                    "val_s": val_s,
+                    "workers": env.world_size,
+                    "global_batch": self.global_batch,
+                    "steps": self.steps_per_epoch,
+                    "val_miou": miou,
+                    "val_accuracy": metrics["accuracy"] if metrics else None,
+                    "val_iou": metrics["iou"] if metrics else None,
+                    "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                }
+                if runlog is not None:
+                    write_epoch_checkpoints(
+                        self.out,
+                        self._checkpoint_state(done, best, record),
+                        done,
+                        is_best,
+                        cfg.run.keep_last,
+                    )
+                    runlog.log_epoch(record)
+                    val_text = (
+                        f"val mIoU {miou:.3f} acc {record['val_accuracy']:.3f}"
+                        if metrics
+                        else "no validation"
+                    )
+                    log.info(
+                        "epoch %d/%d loss %.4f %s | %.1f samples/s, %.1f s (+%.1f s val)%s",
+                        done,
+                        cfg.optim.epochs,
+                        train_loss,
+                        val_text,
+                        record["samples_per_s"],
+                        train_s,
+                        val_s,
+                        " *best*" if is_best else "",
+                    )
+                barrier()
+        finally:
+            if runlog is not None:
+                runlog.close()
+        return record
+
+
+def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
+    """Runs one training worker: joins the process group, trains, leaves.
+
+    Args:
+        config: The resolved configuration.
+        env: The worker's place.
+
+    Returns:
+        The last epoch's metrics record.
+    """
+    setup_logging(env, config.run.out)
+    threads = config.run.threads_per_worker or max(1, (os.cpu_count() or 1) // env.local_world_size)
+    torch.set_num_threads(threads)
+    backend = config.run.backend
+    if backend == "auto":
+        cuda = config.run.device != "cpu" and torch.cuda.is_available()
+        backend = "nccl" if cuda else "gloo"
+    init_process_group(env, backend, config.run.timeout_s)
+    try:
+        return Trainer(config, env).run()
+    finally:
+        destroy_process_group()
+
+
+def worker_entry(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Entry point of a worker process started by landcover's launcher.
+
+    Args:
+        config_dict: The resolved configuration as plain data.
+
+    Returns:
+        The last epoch's metrics record.
+    """
+    env = env_from_environ() or DistEnv()
+    return run_worker(config_from_dict(config_dict), env)
