@@ -24,3 +24,7 @@ class ConfigError(LandcoverError):
 
 class CheckpointError(LandcoverError):
     """A checkpoint is missing, corrupt or does not match the configuration."""
+
+
+class TrainingError(LandcoverError):
+    """Training cannot go on (for example, workers fell out of sync)."""

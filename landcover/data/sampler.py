@@ -148,6 +148,10 @@ class PatchSampler:
             ``(images, labels)``: a ``(B, P, P, C)`` uint8 tensor (channels last, as stored)
             and a ``(B, P, P)`` uint8 tensor of class indices.
         """
+        if self.augment is not None:
+            # albumentations keeps its own random state: derive it from ours, so a batch is a
+            # pure function of (seed, rank, epoch, step).
+            self.augment.set_random_seed(int(rng.integers(2**32)))
         pairs = [self.sample(rng) for _ in range(batch_size)]
         images = torch.from_numpy(np.stack([p[0] for p in pairs]))
         labels = torch.from_numpy(np.stack([p[1] for p in pairs]))

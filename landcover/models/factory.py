@@ -25,13 +25,14 @@ def build_model(config: ModelConfig, in_channels: int, num_classes: int) -> nn.M
         num_classes: Number of output classes.
 
     Returns:
-        An ``smp.Unet`` producing ``(B, num_classes, H, W)`` logits.
+        An ``smp.Unet`` producing ``(B, num_classes, H, W)`` logits; parameters its forward
+        pass never uses (deep encoder stages with ``encoder_depth < 5``) are frozen.
 
     Raises:
         ConfigError: If the encoder name is unknown to segmentation-models-pytorch.
     """
     try:
-        return smp.Unet(
+        model = smp.Unet(
             encoder_name=config.encoder,
             encoder_depth=config.encoder_depth,
             encoder_weights=None,
@@ -41,6 +42,34 @@ def build_model(config: ModelConfig, in_channels: int, num_classes: int) -> nn.M
         )
     except (KeyError, ValueError) as exc:
         raise ConfigError(f"model.encoder {config.encoder!r}: {exc}") from None
+    freeze_unused_parameters(model, in_channels)
+    return model
+
+
+def freeze_unused_parameters(model: nn.Module, in_channels: int) -> list[str]:
+    """Stops gradients for parameters the forward pass never uses.
+
+    With ``encoder_depth < 5`` smp keeps the deeper encoder stages but skips them. DDP waits
+    for a gradient of every parameter that requires one, so such parameters would stall its
+    all-reduce; freezing them keeps DDP exact without ``find_unused_parameters`` overhead.
+
+    Args:
+        model: The model (on the CPU, freshly built).
+        in_channels: Number of input bands.
+
+    Returns:
+        Names of the parameters frozen.
+    """
+    was_training = model.training
+    model.eval()
+    model(torch.zeros(1, in_channels, 64, 64)).sum().backward()
+    unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
+    for name, param in model.named_parameters():
+        if name in unused:
+            param.requires_grad_(False)
+    model.zero_grad(set_to_none=True)
+    model.train(was_training)
+    return unused
 
 
 def load_initial_weights(model: nn.Module, path: str) -> None:

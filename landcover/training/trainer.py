@@ -7,6 +7,7 @@ writes the run folder and checkpoints; every run resumes from its ``last.pt``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import math
 import os
@@ -36,7 +37,7 @@ from landcover.distributed import (
     env_from_environ,
     init_process_group,
 )
-from landcover.errors import CheckpointError, DataError
+from landcover.errors import CheckpointError, DataError, TrainingError
 from landcover.models import build_model, load_initial_weights
 from landcover.training.checkpoint import (
     FORMAT,
@@ -85,6 +86,22 @@ def setup_logging(env: DistEnv, out: str | None) -> None:
             logging.Formatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
         )
         logger.addHandler(file_handler)
+
+
+def parameter_digest(model: nn.Module) -> str:
+    """A SHA-256 digest of a model's parameters, to compare replicas across workers.
+
+    Args:
+        model: The model.
+
+    Returns:
+        The hex digest.
+    """
+    h = hashlib.sha256()
+    for name, param in sorted(model.named_parameters()):
+        h.update(name.encode())
+        h.update(param.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()
 
 
 def build_optimizer(params: Any, config: Config) -> torch.optim.Optimizer:
@@ -406,10 +423,25 @@ class Trainer:
                         " *best*" if is_best else "",
                     )
                 barrier()
+            self._verify_replicas()
         finally:
             if runlog is not None:
                 runlog.close()
         return record
+
+    def _verify_replicas(self) -> None:
+        """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""
+        digest = parameter_digest(self.model)
+        digests = [digest]
+        if self.env.distributed:
+            digests = [""] * self.env.world_size
+            torch.distributed.all_gather_object(digests, digest)
+        if len(set(digests)) != 1:
+            raise TrainingError(f"worker weights diverged: parameter digests {digests}")
+        log.info(
+            "replica check: weights identical on all %d worker(s) (sha256 %s)",
+            self.env.world_size, digest[:16],
+        )
 
 
 def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:

@@ -1,0 +1,70 @@
+"""Shared fixtures: tiny real GeoTIFF datasets, a tiny model config, and a CLI runner."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+from landcover.data.synthetic import write_synthetic_dataset
+
+REPO = Path(__file__).resolve().parents[1]
+
+TINY_CONFIG = {
+    "data": {"patch_size": 64, "val_fraction": 0.25},
+    "model": {"encoder": "resnet18", "encoder_depth": 3, "decoder_channels": [32, 16, 8]},
+    "optim": {
+        "lr": 0.003,
+        "batch_size": 4,
+        "samples_per_epoch": 32,
+        "epochs": 2,
+        "warmup_epochs": 0.5,
+    },
+    "run": {"device": "cpu", "log_every_s": 1.0, "keep_last": 5},
+}
+
+
+@pytest.fixture(scope="session")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Eight synthetic 128 px pairs (six for training, two for validation)."""
+    folder = tmp_path_factory.mktemp("tiny_data")
+    write_synthetic_dataset(folder, tiles=8, size=128, seed=7)
+    return folder
+
+
+@pytest.fixture(scope="session")
+def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A YAML config with a tiny U-Net and tiny epochs, so CLI runs take seconds."""
+    path = tmp_path_factory.mktemp("configs") / "tiny.yaml"
+    path.write_text(yaml.safe_dump(TINY_CONFIG))
+    return path
+
+
+def run_cli(
+    *args: str, timeout: float = 300, env: dict | None = None
+) -> subprocess.CompletedProcess:
+    """Runs ``python -m landcover ARGS`` as a real subprocess and captures its output."""
+    full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    return subprocess.run(
+        [sys.executable, "-m", "landcover", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=full_env,
+        cwd=REPO,
+    )
+
+
+def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
+    """Asserts a non-zero exit with a one-line ``error:`` message and no traceback."""
+    assert result.returncode != 0, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1, result.stderr
+    for needle in needles:
+        assert needle in errors[0], errors[0]
+    return errors[0]

@@ -1,0 +1,81 @@
+"""Resume after SIGKILL, and with a different worker count."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import REPO, run_cli
+
+from landcover.training.checkpoint import load_checkpoint
+
+
+def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended early: {proc.stderr.read()}")
+        time.sleep(0.2)
+    raise AssertionError("timed out waiting for training to reach epoch 2")
+
+
+@pytest.mark.slow
+def test_sigkill_during_epoch_two_then_resume(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    args = [
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "400",
+    ]
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "landcover", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )
+    last = run / "checkpoints" / "last.pt"
+    rank0 = run / "logs" / "rank0.log"
+    # epoch 1 is checkpointed; then wait for a progress line of epoch 2 and kill everything
+    _wait_for(lambda: rank0.is_file() and "epoch 2/3 step" in rank0.read_text(), 240, proc)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=30)
+    assert load_checkpoint(last)["epoch"] == 1
+
+    result = run_cli(*args)
+    assert result.returncode == 0, result.stderr
+    assert "resuming from" in result.stderr and "1 epoch(s) complete" in result.stderr
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    ckpts = sorted((run / "checkpoints").iterdir())
+    assert not [p for p in ckpts if p.suffix != ".pt"], ckpts  # no temporary left behind
+    for path in ckpts:
+        load_checkpoint(path)
+    assert load_checkpoint(last)["epoch"] == 3
+
+    # a 2-worker run resumes with one worker up to a new total
+    more = run_cli(*args[:-4], "--epochs", "4", "--workers", "1")
+    assert more.returncode == 0, more.stderr
+    assert "trained with 2 workers, now 1" in more.stderr
+    state = load_checkpoint(last)
+    assert state["epoch"] == 4 and state["workers"] == 1

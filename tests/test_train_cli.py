@@ -1,0 +1,163 @@
+"""End-to-end training through the real CLI: two worker processes, run folder, metrics."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+from conftest import run_cli
+
+from landcover.training.checkpoint import load_checkpoint
+
+FIELDS = {
+    "epoch",
+    "train_loss",
+    "lr",
+    "samples_per_s",
+    "epoch_s",
+    "workers",
+    "val_miou",
+    "val_accuracy",
+    "val_iou",
+}
+
+
+def _tiles_logged(log_file: Path) -> list[str]:
+    text = log_file.read_text()
+    match = re.search(r"holds \d+ of \d+ training tiles \[([^\]]*)\]", text)
+    assert match, text
+    return [t for t in match.group(1).split(", ") if t]
+
+
+@pytest.mark.slow
+def test_two_workers_train_three_epochs(tiny_data: Path, tiny_config: Path, tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    result = run_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "64",
+    )
+    assert result.returncode == 0, result.stderr
+
+    # two worker processes, disjoint tile shares that together cover the training tiles
+    tiles0 = _tiles_logged(run / "logs" / "rank0.log")
+    tiles1 = _tiles_logged(run / "logs" / "rank1.log")
+    assert tiles0 and tiles1
+    assert not set(tiles0) & set(tiles1)
+    all_tiles = sorted(p.name[: -len("_naip.tif")] for p in tiny_data.glob("*_naip.tif"))
+    assert sorted(tiles0 + tiles1) == all_tiles[:6]  # the last two are held out for validation
+
+    # both ranks end with identical weights (the trainer's replica check logs the digest)
+    digests = [
+        re.search(
+            r"weights identical on all 2 worker\(s\) \(sha256 (\w+)\)",
+            (run / "logs" / f"rank{r}.log").read_text(),
+        )
+        for r in (0, 1)
+    ]
+    assert all(digests), [(run / "logs" / f"rank{r}.log").read_text() for r in (0, 1)]
+    assert digests[0].group(1) == digests[1].group(1)
+
+    # metrics.jsonl: one line per epoch with the fields users read
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+    for r in records:
+        assert set(r) >= FIELDS
+        assert r["workers"] == 2
+        assert 0.0 <= r["val_miou"] <= 1.0
+        assert set(r["val_iou"]) == {
+            "water",
+            "tree_canopy",
+            "low_vegetation",
+            "barren",
+            "impervious",
+            "road",
+        }
+    assert records[-1]["train_loss"] < records[0]["train_loss"]
+
+    # the readable run folder
+    saved = yaml.safe_load((run / "config.yaml").read_text())
+    assert saved["optim"]["epochs"] == 3 and saved["run"]["workers"] == 2
+    assert saved["data"]["root"] == str(tiny_data)
+    assert (run / "curves.png").stat().st_size > 1000
+    assert list((run / "tensorboard").glob("events.out.tfevents.*"))
+    for name in ("last.pt", "best.pt", "epoch-0001.pt", "epoch-0003.pt"):
+        state = load_checkpoint(run / "checkpoints" / name)
+        assert state["config"]["data"]["classes"]["name"] == "chesapeake7"
+    last = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    assert last["epoch"] == 3
+    assert {"model", "optimizer", "scheduler", "rng", "config"} <= set(last)
+    assert last["config"]["data"]["patch_size"] == 64
+    assert last["config"]["data"]["bands"] == ["red", "green", "blue", "nir"]
+
+    # rank 0 reports progress; rank 1 stays quiet on the console
+    assert "[rank 0] epoch 3/3" in result.stderr
+    assert "[rank 1]" not in result.stderr
+
+    # rerunning with the same --epochs has nothing left to do
+    again = run_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+    )
+    assert again.returncode == 0, again.stderr
+    assert "nothing to do" in again.stderr
+
+
+def test_single_worker_runs_in_process_without_ddp(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    result = run_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+        "--classes",
+        "cvpr4",
+    )
+    assert result.returncode == 0, result.stderr
+    assert "starting" not in result.stderr  # no launcher
+    record = json.loads((run / "metrics.jsonl").read_text())
+    assert record["workers"] == 1
+    assert set(record["val_iou"]) == {"water", "forest", "field", "impervious"}
+
+
+def test_data_synth_cli(tmp_path: Path) -> None:
+    result = run_cli(
+        "data", "synth", str(tmp_path / "d"), "--tiles", "2", "--size", "64", "--seed", "3"
+    )
+    assert result.returncode == 0, result.stderr
+    assert sorted(p.name for p in (tmp_path / "d").iterdir()) == [
+        "synth_000_lc.tif",
+        "synth_000_naip.tif",
+        "synth_001_lc.tif",
+        "synth_001_naip.tif",
+    ]
