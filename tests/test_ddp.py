@@ -4,9 +4,10 @@ from pathlib import Path
 
 import pytest
 import torch
-from ddp_helpers import make_batch, one_step
 
 from landcover.launch import launch_workers
+
+from ddp_helpers import make_batch, one_step
 
 
 def _max_param_diff(a: dict, b: dict) -> float:

@@ -9,9 +9,10 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import REPO, run_cli
 
 from landcover.training.checkpoint import load_checkpoint
+
+from conftest import REPO, run_cli
 
 
 def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:

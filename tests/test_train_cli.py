@@ -7,9 +7,10 @@ from pathlib import Path
 import pytest
 import torch
 import yaml
-from conftest import run_cli
 
 from landcover.training.checkpoint import load_checkpoint
+
+from conftest import run_cli
 
 FIELDS = {
     "epoch",
