@@ -82,6 +82,54 @@ def train(
     train_main(load_config(config, overrides, set_))
 
 
+@app.command()
+def predict(
+    tiles: Annotated[list[str], typer.Argument(help="Image files or globs (quote globs).")],
+    checkpoint: Annotated[
+        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
+    ],
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("predictions"),
+    overlap: Annotated[
+        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 16,
+    workers: Annotated[
+        int, typer.Option(min=1, help="Processes; tiles are spread across them.")
+    ] = 1,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    prob_dtype: Annotated[
+        str, typer.Option(help="uint8 (probability x 255) or float32.")
+    ] = "uint8",
+    preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+) -> None:
+    """Write georeferenced class maps (COG), probability maps and previews of whole tiles."""
+    from landcover.inference.predict import PredictOptions, run_predict
+
+    if prob_dtype not in ("uint8", "float32"):
+        raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
+    options = PredictOptions(out, overlap, batch_size, prob_dtype, preview)
+    run_predict(tiles, checkpoint, options, device, workers)
+
+
+@app.command()
+def evaluate(
+    checkpoint: Annotated[
+        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
+    ],
+    data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
+    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("evaluation"),
+    overlap: Annotated[
+        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
+    ] = None,
+    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 16,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+) -> None:
+    """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png."""
+    from landcover.inference.evaluate import run_evaluate
+
+    run_evaluate(checkpoint, data, out, overlap, batch_size, device)
+
+
 @data_app.command("synth")
 def data_synth(
     out: Annotated[Path, typer.Argument(help="Output folder.")],

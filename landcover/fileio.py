@@ -7,6 +7,29 @@ import tempfile
 from pathlib import Path
 
 
+def default_file_mode() -> int:
+    """The mode a new file gets under the current umask (``mkstemp`` files are 0600)."""
+    mask = os.umask(0)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+def make_temp_beside(path: Path) -> Path:
+    """Creates an empty hidden temporary file beside ``path``, with the umask's mode.
+
+    Args:
+        path: The final file; its folder is created if needed.
+
+    Returns:
+        The temporary file (``.{name}.XXXX.tmp``), to be renamed over ``path``.
+    """
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    os.fchmod(fd, default_file_mode())
+    os.close(fd)
+    return Path(tmp)
+
+
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     """Writes ``data`` to ``path`` so that readers never see a partial file.
 
@@ -18,10 +41,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         data: The content.
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    tmp = make_temp_beside(path)
     try:
-        with os.fdopen(fd, "wb") as handle:
+        with open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -70,7 +70,7 @@ def test_three_band_image(data: Path, tiny_config: Path, tmp_path: Path) -> None
         rgb = ds.read([1, 2, 3])
     _rewrite(image, rgb, photometric="RGB")
     result = _train(data, tiny_config, tmp_path)
-    assert_one_line_error(result, "synth_002_naip.tif", "has 3 bands, the config expects 4")
+    assert_one_line_error(result, "synth_002_naip.tif", "has 3 bands, the model expects 4")
 
 
 def test_label_on_another_grid(data: Path, tiny_config: Path, tmp_path: Path) -> None:

@@ -6,7 +6,7 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import OptimConfig
-from landcover.inference.sliding import blend_weights, predict_probabilities, window_starts
+from landcover.inference.sliding import SlidingWindowPredictor, blend_weights, window_starts
 from landcover.training.metrics import confusion_matrix, metrics_from_confusion
 from landcover.training.schedule import lr_at, scaled_lr
 
@@ -77,7 +77,25 @@ def test_blended_sliding_window_equals_whole_image_for_a_pixelwise_model() -> No
     def prepare(b: torch.Tensor) -> torch.Tensor:
         return b.permute(0, 3, 1, 2).float() / 255
 
-    probs = predict_probabilities(model, image, 64, 16, 5, prepare, torch.device("cpu"))
+    predictor = SlidingWindowPredictor(model, 64, 16, 5, prepare, torch.device("cpu"))
+    probs = predictor.predict_array(image)
+    strips = list(predictor.iter_strips(lambda a, b: image[a:b], 150, 130))
+    assert [row for row, _ in strips] == [0, 48, 86]  # window rows at 0, 48, 86 (flush end)
+    assert sum(s.shape[1] for _, s in strips) == 150
     whole = torch.softmax(model(prepare(torch.from_numpy(image)[None])), 1)[0]
     assert probs.shape == (3, 150, 130)
+    torch.testing.assert_close(probs, whole, atol=1e-5, rtol=1e-5)
+
+
+def test_image_smaller_than_the_window() -> None:
+    model = _PixelModel().eval()
+    image = np.random.default_rng(1).integers(0, 255, size=(20, 37, 4), dtype=np.uint8)
+
+    def prepare(b: torch.Tensor) -> torch.Tensor:
+        return b.permute(0, 3, 1, 2).float() / 255
+
+    probs = SlidingWindowPredictor(model, 64, 16, 2, prepare, torch.device("cpu")).predict_array(
+        image
+    )
+    whole = torch.softmax(model(prepare(torch.from_numpy(image)[None])), 1)[0]
     torch.testing.assert_close(probs, whole, atol=1e-5, rtol=1e-5)

@@ -43,8 +43,26 @@ def _open_error(path: str, exc: Exception) -> DataError:
     return DataError(f"{path}: not a readable GeoTIFF ({reason})")
 
 
-def _grid(ds: rasterio.io.DatasetReader) -> tuple:
-    return ds.crs, ds.transform, ds.width, ds.height
+def open_raster(path: str) -> rasterio.io.DatasetReader:
+    """Opens a raster, turning every failure into a one-line :class:`DataError`.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The open dataset (the caller closes it).
+
+    Raises:
+        DataError: If the file is missing, unreadable, or not a raster.
+    """
+    try:
+        open(path, "rb").close()
+    except OSError:
+        raise DataError(f"{path}: file not found or not readable") from None
+    try:
+        return rasterio.open(path)
+    except RasterioError as exc:
+        raise _open_error(path, exc) from None
 
 
 def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
@@ -59,14 +77,24 @@ def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
         DataError: If the band count or dtype is wrong.
     """
     if ds.count != bands:
-        raise DataError(f"{path}: has {ds.count} bands, the config expects {bands}")
+        raise DataError(f"{path}: has {ds.count} bands, the model expects {bands}")
     if ds.dtypes[0] != "uint8":
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
 
 
-def _check_grids(
+def check_grids(
     pair: TilePair, img: rasterio.io.DatasetReader, lab: rasterio.io.DatasetReader
 ) -> None:
+    """Checks that a label raster lies on exactly the image's grid (CRS, transform, size).
+
+    Args:
+        pair: The pair, for the messages.
+        img: The open image.
+        lab: The open label raster.
+
+    Raises:
+        DataError: If the label has several bands or lies on another grid.
+    """
     if lab.count != 1:
         raise DataError(f"{pair.label}: label raster has {lab.count} bands, expected 1")
     if img.crs != lab.crs:
@@ -106,23 +134,15 @@ def read_pair(pair: TilePair, mapping: ClassMapping, bands: int) -> TileArrays:
         DataError: If a file is missing, unreadable, truncated, has the wrong band count or
             dtype, lies on another grid, or holds unknown label codes.
     """
-    for path in (pair.image, pair.label):
-        try:
-            open(path, "rb").close()
-        except OSError:
-            raise DataError(f"{path}: file not found or not readable") from None
+    img_ds = open_raster(pair.image)
     try:
-        img_ds = rasterio.open(pair.image)
-    except RasterioError as exc:
-        raise _open_error(pair.image, exc) from None
-    try:
-        lab_ds = rasterio.open(pair.label)
-    except RasterioError as exc:
+        lab_ds = open_raster(pair.label)
+    except DataError:
         img_ds.close()
-        raise _open_error(pair.label, exc) from None
+        raise
     with img_ds, lab_ds:
         check_image(img_ds, pair.image, bands)
-        _check_grids(pair, img_ds, lab_ds)
+        check_grids(pair, img_ds, lab_ds)
         try:
             image = np.ascontiguousarray(np.moveaxis(img_ds.read(), 0, -1))
         except RasterioError as exc:
@@ -158,19 +178,7 @@ def inspect_pair(pair: TilePair, bands: int) -> tuple[int, int]:
     Raises:
         DataError: If a file is missing or unreadable, or the headers disagree.
     """
-    for path in (pair.image, pair.label):
-        try:
-            open(path, "rb").close()
-        except OSError:
-            raise DataError(f"{path}: file not found or not readable") from None
-    try:
-        with rasterio.open(pair.image) as img:
-            check_image(img, pair.image, bands)
-            try:
-                with rasterio.open(pair.label) as lab:
-                    _check_grids(pair, img, lab)
-            except RasterioError as exc:
-                raise _open_error(pair.label, exc) from None
-            return img.height, img.width
-    except RasterioError as exc:
-        raise _open_error(pair.image, exc) from None
+    with open_raster(pair.image) as img, open_raster(pair.label) as lab:
+        check_image(img, pair.image, bands)
+        check_grids(pair, img, lab)
+        return img.height, img.width

@@ -1,14 +1,19 @@
-"""Sliding-window prediction over whole tiles with smooth blending.
+"""Sliding-window prediction with smooth blending, streamed in strips of rows.
 
 Windows of the patch size overlap by ``overlap`` pixels; each window's class probabilities are
 weighted by a window that falls off linearly toward its edges over the overlap, and the
-weighted sum is divided by the summed weights. Overlapping windows therefore cross-fade and no
-seams appear at window borders.
+weighted sum is divided by the summed weights, so overlapping windows cross-fade and no seams
+appear at window borders.
+
+The image is processed one row of windows at a time. After a row of windows, the image rows
+above the next row of windows are final: they are yielded and dropped. Memory therefore holds
+one window row (``patch`` rows x the image width) of probabilities, whatever the image height:
+predicting a large tile needs no more memory than a short one of the same width.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch
@@ -16,17 +21,21 @@ from torch import nn
 
 from landcover.devices import autocast
 
+RowReader = Callable[[int, int], np.ndarray]
+"""Reads image rows ``[start, stop)`` as an ``(stop - start, W, C)`` uint8 array."""
+
 
 def window_starts(length: int, size: int, overlap: int) -> list[int]:
     """Start offsets of windows covering ``length`` pixels.
 
     Args:
-        length: Extent to cover (at least ``size``).
+        length: Extent to cover.
         size: Window size.
         overlap: Overlap between neighbouring windows (less than ``size``).
 
     Returns:
-        Offsets from 0 to ``length - size``, the last window flush with the end.
+        Offsets from 0 to ``length - size``, the last window flush with the end (``[0]`` when
+        the extent is not larger than one window).
     """
     if length <= size:
         return [0]
@@ -52,56 +61,99 @@ def blend_weights(size: int, overlap: int) -> torch.Tensor:
     return torch.outer(one_d, one_d)
 
 
-@torch.no_grad()
-def predict_probabilities(
-    model: nn.Module,
-    image: np.ndarray,
-    patch_size: int,
-    overlap: int,
-    batch_size: int,
-    prepare: Callable[[torch.Tensor], torch.Tensor],
-    device: torch.device,
-    autocast_dtype: torch.dtype | None = None,
-) -> torch.Tensor:
-    """Predicts class probabilities for a whole image with blended sliding windows.
+class SlidingWindowPredictor:
+    """Predicts class probabilities over whole images with blended sliding windows.
 
     Args:
-        model: The segmentation model (in eval mode).
-        image: ``(H, W, C)`` uint8 imagery.
+        model: The segmentation model (switched to eval mode while predicting).
         patch_size: Window size.
         overlap: Overlap between windows (less than half the window).
         batch_size: Windows per forward pass.
         prepare: Turns a ``(B, h, w, C)`` uint8 device batch into model input.
         device: The model's device.
         autocast_dtype: Autocast dtype on CUDA (e.g. ``torch.bfloat16``), or ``None``.
-
-    Returns:
-        ``(K, H, W)`` float32 probabilities on the CPU.
     """
-    height, width = image.shape[:2]
-    ph, pw = max(height, patch_size), max(width, patch_size)
-    if (ph, pw) != (height, width):
-        image = np.pad(image, ((0, ph - height), (0, pw - width), (0, 0)))
-    weights = blend_weights(patch_size, overlap).to(device)
-    windows = [
-        (y, x)
-        for y in window_starts(ph, patch_size, overlap)
-        for x in window_starts(pw, patch_size, overlap)
-    ]
-    acc: torch.Tensor | None = None
-    norm = torch.zeros((ph, pw), device=device)
-    for i in range(0, len(windows), batch_size):
-        chunk = windows[i : i + batch_size]
-        batch = torch.from_numpy(
-            np.stack([image[y : y + patch_size, x : x + patch_size] for y, x in chunk])
-        ).to(device, non_blocking=True)
-        with autocast(device, autocast_dtype):
-            logits = model(prepare(batch))
-        probs = torch.softmax(logits.float(), dim=1) * weights
-        if acc is None:
-            acc = torch.zeros((probs.shape[1], ph, pw), device=device)
-        for (y, x), p in zip(chunk, probs, strict=True):
-            acc[:, y : y + patch_size, x : x + patch_size] += p
-            norm[y : y + patch_size, x : x + patch_size] += weights
-    assert acc is not None
-    return (acc / norm)[:, :height, :width].cpu()
+
+    def __init__(
+        self,
+        model: nn.Module,
+        patch_size: int,
+        overlap: int,
+        batch_size: int,
+        prepare: Callable[[torch.Tensor], torch.Tensor],
+        device: torch.device,
+        autocast_dtype: torch.dtype | None = None,
+    ) -> None:
+        self.model = model
+        self.patch = patch_size
+        self.overlap = overlap
+        self.batch_size = batch_size
+        self.prepare = prepare
+        self.device = device
+        self.autocast_dtype = autocast_dtype
+        self.weights = blend_weights(patch_size, overlap).to(device)
+
+    def _forward(self, crops: list[np.ndarray]) -> torch.Tensor:
+        batch = torch.from_numpy(np.stack(crops)).to(self.device, non_blocking=True)
+        with autocast(self.device, self.autocast_dtype):
+            logits = self.model(self.prepare(batch))
+        return torch.softmax(logits.float(), dim=1) * self.weights
+
+    @torch.no_grad()
+    def iter_strips(
+        self, read_rows: RowReader, height: int, width: int
+    ) -> Iterator[tuple[int, torch.Tensor]]:
+        """Yields final probabilities strip by strip, top to bottom.
+
+        Args:
+            read_rows: Reads image rows (called once per row of windows).
+            height: Image height.
+            width: Image width.
+
+        Yields:
+            ``(row, probs)``: the first image row of the strip and ``(K, h, width)`` float32
+            probabilities on the CPU; the strips cover rows ``0..height`` exactly once.
+        """
+        was_training = self.model.training
+        self.model.eval()
+        p = self.patch
+        ph, pw = max(height, p), max(width, p)
+        ys = window_starts(ph, p, self.overlap)
+        xs = window_starts(pw, p, self.overlap)
+        acc: torch.Tensor | None = None
+        norm = torch.zeros((p, pw), device=self.device)
+        try:
+            for i, y in enumerate(ys):
+                rows = read_rows(y, min(y + p, height))
+                if rows.shape[0] < p or rows.shape[1] < pw:
+                    rows = np.pad(rows, ((0, p - rows.shape[0]), (0, pw - rows.shape[1]), (0, 0)))
+                for j in range(0, len(xs), self.batch_size):
+                    chunk = xs[j : j + self.batch_size]
+                    probs = self._forward([rows[:, x : x + p] for x in chunk])
+                    if acc is None:
+                        acc = torch.zeros((probs.shape[1], p, pw), device=self.device)
+                    for x, prob in zip(chunk, probs, strict=True):
+                        acc[:, :, x : x + p] += prob
+                        norm[:, x : x + p] += self.weights
+                assert acc is not None
+                done = (ys[i + 1] if i + 1 < len(ys) else ph) - y
+                keep = min(done, height - y)
+                if keep > 0:
+                    yield y, (acc[:, :keep, :width] / norm[:keep, :width]).cpu()
+                acc = torch.cat([acc[:, done:], torch.zeros_like(acc[:, :done])], dim=1)
+                norm = torch.cat([norm[done:], torch.zeros_like(norm[:done])], dim=0)
+        finally:
+            self.model.train(was_training)
+
+    def predict_array(self, image: np.ndarray) -> torch.Tensor:
+        """Predicts a whole in-memory image.
+
+        Args:
+            image: ``(H, W, C)`` uint8 imagery.
+
+        Returns:
+            ``(K, H, W)`` float32 probabilities on the CPU.
+        """
+        height, width = image.shape[:2]
+        strips = [s for _, s in self.iter_strips(lambda a, b: image[a:b], height, width)]
+        return torch.cat(strips, dim=1)

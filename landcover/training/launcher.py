@@ -16,7 +16,8 @@ from landcover.data.raster import inspect_pair
 from landcover.data.sample import data_root
 from landcover.distributed import DistEnv, env_from_environ
 from landcover.launch import launch_workers
-from landcover.training.trainer import run_worker, setup_logging, worker_entry
+from landcover.logs import setup_logging
+from landcover.training.trainer import run_worker, worker_entry
 
 log = logging.getLogger("landcover")
 

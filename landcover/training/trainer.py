@@ -11,7 +11,6 @@ import hashlib
 import logging
 import math
 import os
-import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
@@ -38,6 +37,8 @@ from landcover.distributed import (
     init_process_group,
 )
 from landcover.errors import CheckpointError, DataError, TrainingError
+from landcover.inference.sliding import SlidingWindowPredictor
+from landcover.logs import setup_logging
 from landcover.models import build_model, load_initial_weights
 from landcover.training.checkpoint import (
     FORMAT,
@@ -56,36 +57,6 @@ from landcover.training.schedule import lr_at
 from landcover.training.validate import validation_confusion
 
 log = logging.getLogger("landcover")
-
-
-def setup_logging(env: DistEnv, out: str | None) -> None:
-    """Sends rank 0's INFO lines to the console, other ranks' only from WARNING up.
-
-    Every rank also logs INFO to ``{out}/logs/rank{R}.log``.
-
-    Args:
-        env: The worker's place.
-        out: The run folder, or ``None`` for console only.
-    """
-    logger = logging.getLogger("landcover")
-    logger.setLevel(logging.INFO)
-    logger.propagate = False
-    for handler in list(logger.handlers):
-        logger.removeHandler(handler)
-        handler.close()
-    console = logging.StreamHandler(sys.stderr)
-    console.setLevel(logging.INFO if env.is_main else logging.WARNING)
-    prefix = "" if env.world_size == 1 else f"[rank {env.rank}] "
-    console.setFormatter(logging.Formatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
-    logger.addHandler(console)
-    if out is not None:
-        folder = Path(out) / "logs"
-        folder.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(folder / f"rank{env.rank}.log")
-        file_handler.setFormatter(
-            logging.Formatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
-        )
-        logger.addHandler(file_handler)
 
 
 def parameter_digest(model: nn.Module) -> str:
@@ -317,17 +288,17 @@ class Trainer:
         if self.n_val == 0:
             return None, 0.0
         cfg = self.config
-        confusion = validation_confusion(
+        predictor = SlidingWindowPredictor(
             self.model,
-            self.val_tiles,
-            self.mapping.num_classes,
             cfg.data.patch_size,
             cfg.run.val_overlap,
             cfg.optim.batch_size,
             self.prepare,
             self.device,
             self.autocast_dtype,
-            self.reduce_device,
+        )
+        confusion = validation_confusion(
+            predictor, self.val_tiles, self.mapping.num_classes, self.reduce_device
         )
         return metrics_from_confusion(confusion.numpy(), self.mapping.names), (
             time.perf_counter() - start
@@ -440,7 +411,8 @@ class Trainer:
             raise TrainingError(f"worker weights diverged: parameter digests {digests}")
         log.info(
             "replica check: weights identical on all %d worker(s) (sha256 %s)",
-            self.env.world_size, digest[:16],
+            self.env.world_size,
+            digest[:16],
         )
 
 

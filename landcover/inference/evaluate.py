@@ -1,0 +1,255 @@
+"""``landcover evaluate``: metrics of a checkpoint on labelled tiles, whole tiles, same blending.
+
+Writes ``metrics.json`` (per-class IoU, precision, recall, F1, support; pixel accuracy, mean
+IoU), ``confusion.csv`` and ``confusion.png`` (row-normalised) into the output folder.
+No-data (ignored label codes and image no-data) is excluded.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import logging
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from rasterio.windows import Window
+
+from landcover.classes import IGNORE_INDEX, ClassMapping
+from landcover.data.pairs import TilePair
+from landcover.data.raster import check_grids, open_raster
+from landcover.errors import DataError
+from landcover.fileio import atomic_write_bytes
+from landcover.inference.loader import InferenceModel
+from landcover.inference.predict import check_bands
+from landcover.inference.sliding import SlidingWindowPredictor
+from landcover.training.metrics import confusion_matrix, metrics_from_confusion
+
+log = logging.getLogger("landcover")
+
+
+def tile_confusion(
+    pair: TilePair, im: InferenceModel, predictor: SlidingWindowPredictor
+) -> np.ndarray:
+    """Predicts a labelled tile strip by strip and counts its confusion matrix.
+
+    Args:
+        pair: The image and label.
+        im: The loaded model.
+        predictor: The sliding-window predictor.
+
+    Returns:
+        The ``(K, K)`` confusion matrix (rows true, columns predicted).
+
+    Raises:
+        DataError: If the files are unreadable, mismatched, or hold unknown label codes.
+    """
+    mapping = im.mapping
+    k = mapping.num_classes
+    total = torch.zeros((k, k), dtype=torch.int64)
+    with open_raster(pair.image) as img, open_raster(pair.label) as lab:
+        check_bands(img, pair.image, im.bands)
+        check_grids(pair, img, lab)
+        width = img.width
+
+        def read_rows(a: int, b: int) -> np.ndarray:
+            return np.ascontiguousarray(
+                np.moveaxis(img.read(window=Window(0, a, width, b - a)), 0, -1)
+            )
+
+        for row, probs in predictor.iter_strips(read_rows, img.height, width):
+            window = Window(0, row, width, probs.shape[1])
+            codes = lab.read(1, window=window)
+            unknown = mapping.unknown_codes(codes)
+            if unknown:
+                raise DataError(
+                    f"{pair.label}: label codes {unknown} are not in the class mapping {mapping.name}"
+                )
+            target = mapping.encode(codes)
+            target[img.dataset_mask(window=window) == 0] = IGNORE_INDEX
+            total += confusion_matrix(probs.argmax(dim=0), torch.from_numpy(target), k)
+    return total.numpy()
+
+
+def write_confusion_csv(confusion: np.ndarray, names: list[str], path: Path) -> None:
+    """Writes the confusion matrix as CSV (rows true, columns predicted, pixel counts).
+
+    Args:
+        confusion: ``(K, K)`` counts.
+        names: Class names.
+        path: Destination (written atomically).
+    """
+    buffer = io.StringIO()
+    writer = csv.writer(buffer)
+    writer.writerow(["true \\ predicted", *names])
+    for name, row in zip(names, confusion, strict=True):
+        writer.writerow([name, *(int(v) for v in row)])
+    atomic_write_bytes(path, buffer.getvalue().encode())
+
+
+def plot_confusion(confusion: np.ndarray, names: list[str], path: Path) -> None:
+    """Writes a row-normalised confusion matrix heat map labelled with class names.
+
+    Args:
+        confusion: ``(K, K)`` counts.
+        names: Class names.
+        path: Destination PNG (written atomically).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = confusion.sum(axis=1, keepdims=True)
+    norm = np.divide(confusion, rows, out=np.zeros(confusion.shape), where=rows > 0)
+    k = len(names)
+    fig, ax = plt.subplots(figsize=(1.2 * k + 3, 1.1 * k + 2))
+    im = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
+    ax.set_xticks(range(k), names, rotation=45, ha="right")
+    ax.set_yticks(range(k), names)
+    ax.set_xlabel("predicted")
+    ax.set_ylabel("true")
+    ax.set_title("Confusion matrix (row-normalised)")
+    for i in range(k):
+        for j in range(k):
+            ax.text(
+                j,
+                i,
+                f"{norm[i, j]:.2f}",
+                ha="center",
+                va="center",
+                color="white" if norm[i, j] > 0.5 else "black",
+                fontsize=8,
+            )
+    fig.colorbar(im, ax=ax, fraction=0.046)
+    fig.tight_layout()
+    buffer = io.BytesIO()
+    fig.savefig(buffer, format="png", dpi=100)
+    plt.close(fig)
+    atomic_write_bytes(path, buffer.getvalue())
+
+
+def evaluate_pairs(
+    pairs: list[TilePair], im: InferenceModel, out: Path, overlap: int | None, batch_size: int
+) -> dict[str, Any]:
+    """Evaluates a model on labelled tiles and writes the metrics files.
+
+    Args:
+        pairs: The labelled tiles.
+        im: The loaded model.
+        out: Output folder.
+        overlap: Window overlap (default: a quarter of the patch size).
+        batch_size: Windows per forward pass.
+
+    Returns:
+        The metrics written to ``metrics.json``.
+    """
+    patch = im.config.data.patch_size
+    predictor = SlidingWindowPredictor(
+        im.model,
+        patch,
+        overlap if overlap is not None else patch // 4,
+        batch_size,
+        im.prepare,
+        im.device,
+        im.autocast_dtype,
+    )
+    mapping: ClassMapping = im.mapping
+    k = mapping.num_classes
+    total = np.zeros((k, k), dtype=np.int64)
+    per_tile = []
+    start = time.perf_counter()
+    for pair in pairs:
+        cm = tile_confusion(pair, im, predictor)
+        total += cm
+        tile_metrics = metrics_from_confusion(cm, mapping.names)
+        per_tile.append(
+            {"tile": pair.name, "miou": tile_metrics["miou"], "accuracy": tile_metrics["accuracy"]}
+        )
+        log.info("%s: mIoU %s", pair.name, _fmt(tile_metrics["miou"]))
+    metrics = metrics_from_confusion(total, mapping.names)
+    metrics.update(
+        {
+            "classes": mapping.names,
+            "checkpoint": im.checkpoint,
+            "epoch": im.epoch,
+            "tiles": per_tile,
+            "pixels": int(total.sum()),
+            "seconds": time.perf_counter() - start,
+        }
+    )
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_bytes(out / "metrics.json", json.dumps(metrics, indent=2).encode())
+    write_confusion_csv(total, mapping.names, out / "confusion.csv")
+    plot_confusion(total, mapping.names, out / "confusion.png")
+    return metrics
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.3f}"
+
+
+def print_metrics_table(metrics: dict[str, Any]) -> None:
+    """Prints per-class metrics and the totals as a table.
+
+    Args:
+        metrics: As returned by :func:`evaluate_pairs`.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=f"{len(metrics['tiles'])} tiles, {metrics['pixels']:,} labelled pixels")
+    for column in ("class", "IoU", "precision", "recall", "F1", "support"):
+        table.add_column(column, justify="left" if column == "class" else "right")
+    for name in metrics["classes"]:
+        table.add_row(
+            name,
+            _fmt(metrics["iou"][name]),
+            _fmt(metrics["precision"][name]),
+            _fmt(metrics["recall"][name]),
+            _fmt(metrics["f1"][name]),
+            f"{metrics['support'][name]:,}",
+        )
+    table.add_section()
+    table.add_row("mean IoU", _fmt(metrics["miou"]), "", "", "", "")
+    table.add_row("pixel accuracy", _fmt(metrics["accuracy"]), "", "", "", "")
+    Console().print(table)
+
+
+def run_evaluate(
+    checkpoint: str, data: str, out: Path, overlap: int | None, batch_size: int, device: str
+) -> dict[str, Any]:
+    """Runs ``landcover evaluate`` and prints the table.
+
+    Args:
+        checkpoint: The checkpoint.
+        data: A folder of pairs (the checkpoint's suffixes) or a manifest CSV.
+        out: Output folder.
+        overlap: Window overlap (default: a quarter of the patch size).
+        batch_size: Windows per forward pass.
+        device: ``auto``, ``cpu`` or ``cuda``.
+
+    Returns:
+        The metrics.
+    """
+    from landcover.data.pairs import discover_pairs, read_manifest
+    from landcover.distributed import DistEnv
+    from landcover.inference.loader import load_inference_model
+    from landcover.logs import setup_logging
+
+    setup_logging(DistEnv(), None)
+    im = load_inference_model(checkpoint, device)
+    if data.endswith(".csv"):
+        pairs = [pair for pair, _ in read_manifest(data)]
+    else:
+        pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
+    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size)
+    print_metrics_table(metrics)
+    log.info(
+        "wrote %s, %s and %s", out / "metrics.json", out / "confusion.csv", out / "confusion.png"
+    )
+    return metrics

@@ -1,0 +1,101 @@
+"""Loading a trained model from a checkpoint for inference.
+
+The checkpoint alone carries everything needed: the model settings, classes and colours,
+bands, normalisation and patch size.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from landcover.classes import ClassMapping
+from landcover.config import Config, config_from_dict
+from landcover.data.normalize import BandNormalizer
+from landcover.devices import resolve_device
+from landcover.distributed import DistEnv
+from landcover.errors import CheckpointError
+from landcover.models import build_model
+from landcover.training.checkpoint import load_checkpoint
+
+
+@dataclass
+class InferenceModel:
+    """A trained model ready to predict.
+
+    Attributes:
+        model: The network, in eval mode on ``device``.
+        config: The training run's resolved configuration.
+        device: Where the model runs.
+        prepare: Normalises uint8 channels-last batches into model input.
+        autocast_dtype: bf16 on CUDA, else ``None``.
+        checkpoint: Path of the checkpoint.
+        epoch: Epochs the model was trained for.
+    """
+
+    model: nn.Module
+    config: Config
+    device: torch.device
+    prepare: BandNormalizer
+    autocast_dtype: torch.dtype | None
+    checkpoint: str
+    epoch: int
+
+    @property
+    def mapping(self) -> ClassMapping:
+        """The class mapping the model was trained with."""
+        return self.config.data.classes
+
+    @property
+    def bands(self) -> int:
+        """Number of input bands the model expects."""
+        return len(self.config.data.bands)
+
+
+def load_inference_model(
+    checkpoint: str | Path, device: str = "auto", local_rank: int = 0
+) -> InferenceModel:
+    """Loads a landcover checkpoint for inference.
+
+    Args:
+        checkpoint: The checkpoint file (loaded with ``weights_only=True``).
+        device: ``auto``, ``cpu`` or ``cuda``.
+        local_rank: Selects the GPU when several processes share a machine.
+
+    Returns:
+        The model and everything needed to feed it.
+
+    Raises:
+        CheckpointError: If the checkpoint is missing, corrupt, foreign, or does not fit its
+            own model settings.
+        ConfigError: If CUDA is requested but not available.
+    """
+    state = load_checkpoint(checkpoint)
+    config = config_from_dict(state["config"], source=f"{checkpoint}: config")
+    torch_device = resolve_device(
+        device, DistEnv(local_rank=local_rank, local_world_size=local_rank + 1)
+    )
+    model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
+    try:
+        model.load_state_dict(state["model"])
+    except (RuntimeError, KeyError) as exc:
+        first = str(exc).splitlines()[0][:160]
+        raise CheckpointError(
+            f"{checkpoint}: weights do not fit the model it describes ({first})"
+        ) from None
+    model.to(torch_device).eval()
+    cuda = torch_device.type == "cuda"
+    if cuda and config.run.channels_last:
+        model.to(memory_format=torch.channels_last)
+    return InferenceModel(
+        model=model,
+        config=config,
+        device=torch_device,
+        prepare=BandNormalizer(config.data.mean, config.data.std, torch_device),
+        autocast_dtype=torch.bfloat16 if cuda and config.run.bf16 else None,
+        checkpoint=str(checkpoint),
+        epoch=int(state.get("epoch", 0)),
+    )
