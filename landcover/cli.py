@@ -145,6 +145,14 @@ def data_synth(
     typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
 
 
+@data_app.command("sample")
+def data_sample() -> None:
+    """Print the folder of the built-in sample dataset (generating it on first use)."""
+    from landcover.data.sample import ensure_sample
+
+    typer.echo(str(ensure_sample()))
+
+
 def main() -> None:
     """Runs the CLI; user-fixable problems print one line and exit non-zero."""
     try:

@@ -68,3 +68,34 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     for needle in needles:
         assert needle in errors[0], errors[0]
     return errors[0]
+
+
+@pytest.fixture(scope="session")
+def trained_run(
+    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A run folder with a tiny model trained on the tiny data (about 85 % pixel accuracy)."""
+    run = tmp_path_factory.mktemp("trained") / "run"
+    result = run_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "8",
+        "--samples-per-epoch",
+        "128",
+        "--workers",
+        "1",
+    )
+    assert result.returncode == 0, result.stderr
+    return run
+
+
+@pytest.fixture(scope="session")
+def checkpoint(trained_run: Path) -> Path:
+    """The tiny trained model's last checkpoint."""
+    return trained_run / "checkpoints" / "last.pt"

@@ -135,7 +135,11 @@ def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict
                 im.mapping,
                 scratch,
                 options.prob_dtype,
-                tags={"CHECKPOINT": Path(im.checkpoint).name, "EPOCH": str(im.epoch)},
+                tags={
+                    "CHECKPOINT": Path(im.checkpoint).name,
+                    "EPOCH": str(im.epoch),
+                    "SOURCE_IMAGE": str(tile),
+                },
             )
             try:
                 last = time.perf_counter()

@@ -2,7 +2,7 @@
 
 GDAL's COG driver only creates whole files from a source, so maps are first written block by
 block into an uncompressed tiled scratch GeoTIFF (bounded memory), then copied with the COG
-driver (deflate, 512 px blocks, internal overviews) to a temporary name beside the destination
+driver (deflate, 256 px blocks, internal overviews) to a temporary name beside the destination
 and renamed over it: a reader never sees a half-written map.
 """
 
@@ -179,7 +179,7 @@ def publish_cog(src: Path, dst: Path, resampling: str) -> None:
             driver="COG",
             COMPRESS="DEFLATE",
             PREDICTOR="YES",
-            BLOCKSIZE="512",
+            BLOCKSIZE="256",
             OVERVIEW_RESAMPLING=resampling,
             BIGTIFF="IF_SAFER",
         )

@@ -53,6 +53,47 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
+def checkpoint_state(
+    model: torch.nn.Module,
+    config: dict[str, Any],
+    *,
+    optimizer: torch.optim.Optimizer | None = None,
+    epoch: int = 0,
+    best_miou: float = -1.0,
+    workers: int = 1,
+    scheduler: dict[str, Any] | None = None,
+    metrics: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Assembles a checkpoint dict.
+
+    Args:
+        model: The bare model (not a DDP wrapper).
+        config: The resolved configuration as plain data.
+        optimizer: The optimizer, if training is to resume from this checkpoint.
+        epoch: Completed epochs.
+        best_miou: Best validation mIoU so far.
+        workers: Worker count of the run that wrote it.
+        scheduler: The schedule's position.
+        metrics: The epoch's metrics record.
+
+    Returns:
+        The checkpoint, ready for :func:`serialize`.
+    """
+    return {
+        "format": FORMAT,
+        "format_version": FORMAT_VERSION,
+        "model": model.state_dict(),
+        "optimizer": optimizer.state_dict() if optimizer is not None else {},
+        "scheduler": scheduler or {},
+        "epoch": epoch,
+        "best_miou": best_miou,
+        "workers": workers,
+        "rng": rng_state(),
+        "metrics": metrics or {},
+        "config": config,
+    }
+
+
 def serialize(state: dict[str, Any]) -> bytes:
     """Serialises a checkpoint dict with ``torch.save``.
 

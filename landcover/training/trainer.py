@@ -41,12 +41,10 @@ from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
 from landcover.models import build_model, load_initial_weights
 from landcover.training.checkpoint import (
-    FORMAT,
-    FORMAT_VERSION,
+    checkpoint_state,
     find_resume_checkpoint,
     load_checkpoint,
     restore_rng_state,
-    rng_state,
     write_epoch_checkpoints,
 )
 from landcover.training.losses import SegmentationLoss
@@ -236,19 +234,16 @@ class Trainer:
         return epoch, float(state.get("best_miou", -1.0))
 
     def _checkpoint_state(self, epoch: int, best: float, record: dict) -> dict[str, Any]:
-        return {
-            "format": FORMAT,
-            "format_version": FORMAT_VERSION,
-            "model": self.model.state_dict(),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": {"progress_epochs": epoch, "global_batch": self.global_batch},
-            "epoch": epoch,
-            "best_miou": best,
-            "workers": self.env.world_size,
-            "rng": rng_state(),
-            "metrics": record,
-            "config": self.config.to_dict(),
-        }
+        return checkpoint_state(
+            self.model,
+            self.config.to_dict(),
+            optimizer=self.optimizer,
+            epoch=epoch,
+            best_miou=best,
+            workers=self.env.world_size,
+            scheduler={"progress_epochs": epoch, "global_batch": self.global_batch},
+            metrics=record,
+        )
 
     def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:
         cfg = self.config

@@ -1,0 +1,166 @@
+"""landcover evaluate: exact metrics on a hand-built case and agreement with numpy."""
+
+import csv
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+from rasterio.transform import from_origin
+
+from landcover.classes import resolve_mapping
+
+from conftest import assert_one_line_error, run_cli
+
+NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
+
+
+@pytest.fixture
+def constant_checkpoint(checkpoint: Path, tmp_path: Path) -> Path:
+    """The tiny model with its head rewired to predict tree_canopy (class 1) everywhere."""
+    state = torch.load(checkpoint, weights_only=True)
+    state["model"]["segmentation_head.0.weight"].zero_()
+    bias = torch.zeros_like(state["model"]["segmentation_head.0.bias"])
+    bias[1] = 10.0
+    state["model"]["segmentation_head.0.bias"] = bias
+    path = tmp_path / "constant.pt"
+    torch.save(state, path)
+    return path
+
+
+def _write(path: Path, array: np.ndarray, nodata: int | None) -> None:
+    profile = {
+        "driver": "GTiff",
+        "width": array.shape[2],
+        "height": array.shape[1],
+        "count": array.shape[0],
+        "dtype": "uint8",
+        "crs": "EPSG:26918",
+        "transform": from_origin(350000, 4300000, 1, 1),
+        "nodata": nodata,
+    }
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(array)
+
+
+def test_hand_built_case_gives_exact_metrics(constant_checkpoint: Path, tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    # labels (7-class codes): 6 water, 4 tree, 6 field, 2 label no-data, 2 pixels of image no-data
+    label = np.array(
+        [[1, 1, 1, 2, 2, 3], [1, 1, 1, 2, 2, 3], [3, 3, 3, 3, 15, 15]],
+        dtype=np.uint8,
+    )
+    image = np.full((4, 3, 6), 120, dtype=np.uint8)
+    image[:, 0, 0:2] = 0  # image no-data over two water pixels
+    _write(data / "hand_naip.tif", image, nodata=0)
+    _write(data / "hand_lc.tif", label[None], nodata=15)
+    out = tmp_path / "eval"
+    result = run_cli(
+        "evaluate", "--checkpoint", str(constant_checkpoint), "--data", str(data), "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    # valid pixels: 4 water, 4 tree, 6 field; every prediction is tree_canopy
+    with (out / "confusion.csv").open() as handle:
+        rows = list(csv.reader(handle))
+    assert rows[0] == ["true \\ predicted", *NAMES]
+    matrix = [[int(v) for v in r[1:]] for r in rows[1:]]
+    expected = np.zeros((6, 6), dtype=int)
+    expected[0, 1], expected[1, 1], expected[2, 1] = 4, 4, 6
+    assert matrix == expected.tolist()
+    assert metrics["iou"] == {
+        "water": 0.0,
+        "tree_canopy": 4 / 14,
+        "low_vegetation": 0.0,
+        "barren": None,
+        "impervious": None,
+        "road": None,
+    }
+    assert metrics["miou"] == pytest.approx((0 + 4 / 14 + 0) / 3)
+    assert metrics["accuracy"] == pytest.approx(4 / 14)
+    assert metrics["precision"]["tree_canopy"] == pytest.approx(4 / 14)
+    assert metrics["recall"]["tree_canopy"] == 1.0
+    assert metrics["f1"]["tree_canopy"] == pytest.approx(2 * 4 / (4 + 14))
+    assert metrics["support"] == {
+        "water": 4,
+        "tree_canopy": 4,
+        "low_vegetation": 6,
+        "barren": 0,
+        "impervious": 0,
+        "road": 0,
+    }
+    assert (out / "confusion.png").stat().st_size > 5_000
+    assert "mean IoU" in result.stdout
+
+
+def test_matches_an_independent_numpy_computation(
+    tiny_data: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "eval"
+    result = run_cli(
+        "evaluate", "--checkpoint", str(checkpoint), "--data", str(tiny_data), "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    metrics = json.loads((out / "metrics.json").read_text())
+    maps = tmp_path / "maps"
+    result = run_cli(
+        "predict",
+        str(tiny_data / "*_naip.tif"),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(maps),
+        "--no-preview",
+    )
+    assert result.returncode == 0, result.stderr
+    mapping = resolve_mapping("chesapeake7")
+    counts = np.zeros((6, 6), dtype=np.int64)
+    for image in sorted(tiny_data.glob("*_naip.tif")):
+        stem = image.name[: -len("_naip.tif")]
+        pred = rasterio.open(maps / f"{stem}_naip_class.tif").read(1).astype(np.int64)
+        truth = mapping.encode(rasterio.open(tiny_data / f"{stem}_lc.tif").read(1)).astype(np.int64)
+        keep = (truth != 255) & (pred != 255)
+        counts += np.bincount(truth[keep] * 6 + pred[keep], minlength=36).reshape(6, 6)
+    tp = np.diag(counts)
+    union = counts.sum(0) + counts.sum(1) - tp
+    for i, name in enumerate(NAMES):
+        if union[i]:
+            assert metrics["iou"][name] == pytest.approx(tp[i] / union[i], abs=1e-12)
+    assert metrics["accuracy"] == pytest.approx(tp.sum() / counts.sum(), abs=1e-12)
+    assert metrics["pixels"] == int(counts.sum())
+    assert len(metrics["tiles"]) == 8
+
+
+def test_label_on_another_grid_is_refused(
+    tiny_data: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    image = rasterio.open(tiny_data / "synth_000_naip.tif").read()
+    label = rasterio.open(tiny_data / "synth_000_lc.tif").read()
+    _write(data / "a_naip.tif", image, nodata=0)
+    with rasterio.open(
+        data / "a_lc.tif",
+        "w",
+        driver="GTiff",
+        width=label.shape[2],
+        height=label.shape[1],
+        count=1,
+        dtype="uint8",
+        crs="EPSG:26918",
+        transform=from_origin(350010, 4300000, 1, 1),
+    ) as ds:
+        ds.write(label)
+    result = run_cli(
+        "evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--data",
+        str(data),
+        "--out",
+        str(tmp_path / "e"),
+    )
+    assert_one_line_error(result, "a_lc.tif", "differs from the image grid")

@@ -1,0 +1,307 @@
+"""landcover predict: georeferenced maps of whole tiles, as GIS software expects them."""
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+from rasterio.transform import from_origin
+from rio_cogeo.cogeo import cog_validate
+
+from landcover.classes import resolve_mapping
+from landcover.data.synthetic import synthesize_scene, write_pair
+from landcover.inference.sliding import window_starts
+
+from conftest import REPO, assert_one_line_error, run_cli
+
+REALDATA = REPO.parent / "shared" / "realdata"
+NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
+
+
+def _assert_same_grid(out: Path, src: Path) -> None:
+    with rasterio.open(out) as o, rasterio.open(src) as s:
+        assert o.crs == s.crs
+        assert o.transform == s.transform
+        assert (o.width, o.height) == (s.width, s.height)
+
+
+def _nodata_matches(class_map: Path, image: Path) -> None:
+    with rasterio.open(class_map) as c, rasterio.open(image) as s:
+        classes = c.read(1)
+        expected = s.dataset_mask() == 0
+    assert c.nodata == 255
+    np.testing.assert_array_equal(classes == 255, expected)
+    assert (classes[~expected] < len(NAMES)).all()
+
+
+@pytest.fixture(scope="module")
+def odd_tile(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 250 x 333 px synthetic tile with an image no-data corner."""
+    folder = tmp_path_factory.mktemp("odd")
+    image, label = synthesize_scene(250, 333, np.random.default_rng(3))
+    image[:, :40, :60] = 0
+    label[:40, :60] = 15
+    return write_pair(folder, "odd", image, label, (400000.0, 4300000.0))[0]
+
+
+def test_class_and_probability_maps(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(odd_tile), "--checkpoint", str(checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    class_map, prob_map = out / "odd_naip_class.tif", out / "odd_naip_prob.tif"
+    for path in (class_map, prob_map):
+        _assert_same_grid(path, odd_tile)
+        valid, errors, _ = cog_validate(str(path))
+        assert valid, errors
+    with rasterio.open(class_map) as ds:
+        assert ds.dtypes[0] == "uint8"
+        cmap = ds.colormap(1)
+        assert cmap[0][:3] == resolve_mapping("chesapeake7").classes[0].rgb
+        assert cmap[255][3] == 0
+        assert json.loads(ds.tags()["CLASS_NAMES"]) == NAMES
+        assert ds.overviews(1), "COG needs internal overviews"
+        assert ds.compression is not None
+    with rasterio.open(prob_map) as ds:
+        assert ds.count == len(NAMES)
+        assert list(ds.descriptions) == NAMES
+        probs = ds.read()
+        classes = rasterio.open(class_map).read(1)
+    valid = classes != 255
+    # uint8 probabilities of a pixel sum to ~255, and the class map is their argmax
+    sums = probs[:, valid].astype(int).sum(axis=0)
+    assert np.abs(sums - 255).max() <= len(NAMES)
+    agree = probs.argmax(axis=0)[valid] == classes[valid]
+    assert agree.mean() > 0.99  # ties after rounding to uint8 may differ
+    _nodata_matches(class_map, odd_tile)
+    assert (out / "odd_naip_preview.png").stat().st_size > 10_000
+    assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no scratch left
+
+
+def test_float32_probabilities(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "maps"
+    result = run_cli(
+        "predict",
+        str(odd_tile),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--prob-dtype",
+        "float32",
+        "--no-preview",
+    )
+    assert result.returncode == 0, result.stderr
+    with rasterio.open(out / "odd_naip_prob.tif") as ds:
+        assert ds.dtypes[0] == "float32"
+        probs = ds.read()
+    valid = rasterio.open(out / "odd_naip_class.tif").read(1) != 255
+    np.testing.assert_allclose(probs[:, valid].sum(axis=0), 1.0, atol=1e-4)
+    assert not (out / "odd_naip_preview.png").exists()
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="shared/realdata is not beside the checkout")
+def test_real_naip_tiles(checkpoint: Path, tmp_path: Path) -> None:
+    tiles = sorted(REALDATA.glob("m_*.tif"))
+    assert len(tiles) == 2
+    out = tmp_path / "maps"
+    result = run_cli(
+        "predict", str(REALDATA / "m_*.tif"), "--checkpoint", str(checkpoint), "--out", str(out)
+    )
+    assert result.returncode == 0, result.stderr
+    for tile in tiles:
+        class_map = out / f"{tile.stem}_class.tif"
+        _assert_same_grid(class_map, tile)
+        with rasterio.open(class_map) as ds:
+            assert ds.crs.to_epsg() == 26914
+        _nodata_matches(class_map, tile)
+
+
+def _variant(tile: Path, folder: Path, name: str, **changes) -> Path:
+    with rasterio.open(tile) as ds:
+        data, profile = ds.read(), ds.profile
+    size = changes.pop("size", None)
+    if size is not None:
+        data = data[:, : size[0], : size[1]]
+        profile.update(height=size[0], width=size[1])
+        if profile.get("tiled"):
+            profile.update(tiled=False)
+            profile.pop("blockxsize", None)
+            profile.pop("blockysize", None)
+    alpha = changes.pop("alpha", False)
+    profile.update(**changes)
+    path = folder / f"{name}.tif"
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(data)
+        if alpha:
+            ds.colorinterp = [
+                rasterio.enums.ColorInterp.red,
+                rasterio.enums.ColorInterp.green,
+                rasterio.enums.ColorInterp.blue,
+                rasterio.enums.ColorInterp.alpha,
+            ]
+    return path
+
+
+@pytest.mark.parametrize(
+    ("name", "changes"),
+    [
+        ("small", {"size": (40, 50)}),  # smaller than the 64 px window
+        ("alpha", {"alpha": True, "photometric": "RGB"}),  # NIR tagged as alpha
+        ("pixels06", {"transform": from_origin(400000, 4300000, 0.6, 0.6)}),
+        ("pixels5", {"transform": from_origin(400000, 4300000, 5.0, 5.0)}),
+        ("plain", {"compress": None, "nodata": None}),  # uncompressed, no nodata value
+    ],
+)
+def test_inputs_seen_in_practice(
+    odd_tile: Path, checkpoint: Path, tmp_path: Path, name: str, changes: dict
+) -> None:
+    tile = _variant(odd_tile, tmp_path, name, **changes)
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    _assert_same_grid(out / f"{name}_class.tif", tile)
+    _nodata_matches(out / f"{name}_class.tif", tile)
+
+
+def test_two_workers_spread_tiles(tiny_data: Path, checkpoint: Path, tmp_path: Path) -> None:
+    out = tmp_path / "maps"
+    result = run_cli(
+        "predict",
+        str(tiny_data / "synth_00[0-2]_naip.tif"),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--workers",
+        "2",
+        "--no-preview",
+    )
+    assert result.returncode == 0, result.stderr
+    for i in range(3):
+        _assert_same_grid(out / f"synth_00{i}_naip_class.tif", tiny_data / f"synth_00{i}_naip.tif")
+
+
+def test_no_seams_at_window_borders(checkpoint: Path, tmp_path: Path) -> None:
+    """Accuracy within 8 px of interior window borders matches accuracy elsewhere."""
+    image, label = synthesize_scene(512, 512, np.random.default_rng(11))
+    tile = write_pair(tmp_path, "seams", image, label, (500000.0, 4300000.0))[0]
+    out = tmp_path / "maps"
+    result = run_cli(
+        "predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out), "--overlap", "16"
+    )
+    assert result.returncode == 0, result.stderr
+    pred = rasterio.open(out / "seams_naip_class.tif").read(1)
+    target = resolve_mapping("chesapeake7").encode(label)
+    valid = target != 255
+    patch = torch.load(checkpoint, weights_only=True)["config"]["data"]["patch_size"]
+    edges = sorted({e for s in window_starts(512, patch, 16) for e in (s, s + patch)} - {0, 512})
+    near = np.zeros(512, dtype=bool)
+    for e in edges:
+        near[max(0, e - 8) : e + 8] = True
+    border = (near[:, None] | near[None, :]) & valid
+    inner = ~(near[:, None] | near[None, :]) & valid
+    acc_border = (pred[border] == target[border]).mean()
+    acc_inner = (pred[inner] == target[inner]).mean()
+    assert border.sum() > 50_000 and inner.sum() > 20_000
+    assert acc_inner > 0.7, (
+        acc_inner
+    )  # the model has learnt something: the comparison means something
+    assert abs(acc_border - acc_inner) <= 0.02, (acc_border, acc_inner)
+
+
+def test_missing_tile(checkpoint: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "predict",
+        str(tmp_path / "none.tif"),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(tmp_path),
+    )
+    assert_one_line_error(result, "none.tif", "not found")
+
+
+def test_glob_matching_nothing(checkpoint: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "predict", str(tmp_path / "*.tif"), "--checkpoint", str(checkpoint), "--out", str(tmp_path)
+    )
+    assert_one_line_error(result, "no files match")
+
+
+def test_not_a_raster(checkpoint: Path, tmp_path: Path) -> None:
+    bogus = tmp_path / "notes.tif"
+    bogus.write_text("hello, I am not a raster\n" * 50)
+    result = run_cli("predict", str(bogus), "--checkpoint", str(checkpoint), "--out", str(tmp_path))
+    assert_one_line_error(result, "notes.tif", "not a readable GeoTIFF")
+
+
+def test_band_mismatch(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None:
+    with rasterio.open(odd_tile) as ds:
+        rgb, profile = ds.read([1, 2, 3]), ds.profile
+    profile.update(count=3, photometric="RGB")
+    three = tmp_path / "rgb.tif"
+    with rasterio.open(three, "w", **profile) as ds:
+        ds.write(rgb)
+    result = run_cli(
+        "predict", str(three), "--checkpoint", str(checkpoint), "--out", str(tmp_path / "o")
+    )
+    assert_one_line_error(result, "rgb.tif", "has 3 bands, the checkpoint expects 4")
+    assert not (tmp_path / "o").exists()
+
+
+def test_corrupt_checkpoint_keeps_earlier_outputs(
+    odd_tile: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "maps"
+    assert (
+        run_cli(
+            "predict",
+            str(odd_tile),
+            "--checkpoint",
+            str(checkpoint),
+            "--out",
+            str(out),
+            "--no-preview",
+        ).returncode
+        == 0
+    )
+    before = (out / "odd_naip_class.tif").read_bytes()
+    broken = tmp_path / "broken.pt"
+    broken.write_bytes(checkpoint.read_bytes()[:5000])
+    result = run_cli("predict", str(odd_tile), "--checkpoint", str(broken), "--out", str(out))
+    assert_one_line_error(result, "broken.pt", "not a loadable checkpoint")
+    assert (out / "odd_naip_class.tif").read_bytes() == before
+
+
+def test_foreign_checkpoint(odd_tile: Path, tmp_path: Path) -> None:
+    foreign = tmp_path / "resnet.pt"
+    torch.save({"conv1.weight": torch.zeros(3, 3)}, foreign)
+    result = run_cli("predict", str(odd_tile), "--checkpoint", str(foreign), "--out", str(tmp_path))
+    assert_one_line_error(result, "resnet.pt", "not a landcover checkpoint")
+
+
+def test_missing_checkpoint(odd_tile: Path, tmp_path: Path) -> None:
+    result = run_cli(
+        "predict", str(odd_tile), "--checkpoint", str(tmp_path / "x.pt"), "--out", str(tmp_path)
+    )
+    assert_one_line_error(result, "x.pt", "checkpoint not found")
+
+
+def test_copied_checkpoint_predicts_alone(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None:
+    """The checkpoint alone carries classes, bands, normalisation and patch size."""
+    alone = tmp_path / "elsewhere" / "model.pt"
+    alone.parent.mkdir()
+    shutil.copy(checkpoint, alone)
+    result = run_cli(
+        "predict",
+        str(odd_tile),
+        "--checkpoint",
+        str(alone),
+        "--out",
+        str(tmp_path / "o"),
+        "--no-preview",
+    )
+    assert result.returncode == 0, result.stderr
