@@ -1,0 +1,166 @@
+"""Predict benchmark: peak memory and throughput of `landcover predict` on large tiles.
+
+Measures, for a 2,000 x 2,000 and a 6,000 x 7,500 synthetic NAIP tile (11x the area):
+peak resident memory of the predict process (from the kernel's rusage of that process),
+megapixels per second, and checks the class map (valid COG, same CRS / transform / size).
+It runs the default model (configs/default.yaml: ResNet-34 U-Net) and the CPU config's model,
+both with random weights (speed and memory do not depend on the weights), and the bare
+model's forward throughput at the same batch for the predict/forward ratio.
+
+Usage: python benchmarks/predict_bench.py [--quick] [--out benchmarks/results]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import rasterio
+import torch
+from rio_cogeo.cogeo import cog_validate
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import write_results
+
+from landcover.config import load_config
+from landcover.data.synthetic import synthesize_scene, write_pair
+from landcover.fileio import atomic_write_bytes
+from landcover.models import build_model
+from landcover.training.checkpoint import checkpoint_state, serialize
+
+REPO = Path(__file__).resolve().parents[1]
+BATCH = 16
+
+
+def make_checkpoint(config_file: Path, folder: Path) -> Path:
+    config = load_config(config_file, {"run.device": "cpu"})
+    torch.manual_seed(0)
+    model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
+    path = folder / f"{config_file.stem}.pt"
+    atomic_write_bytes(path, serialize(checkpoint_state(model, config.to_dict())))
+    return path
+
+
+def make_tile(height: int, width: int, folder: Path) -> Path:
+    path = folder / f"bench{height}x{width}_naip.tif"
+    if not path.exists():
+        image, label = synthesize_scene(height, width, np.random.default_rng(height + width))
+        write_pair(folder, f"bench{height}x{width}", image, label, (400000.0, 4400000.0))
+    return path
+
+
+def run_predict(tile: Path, checkpoint: Path, out: Path) -> tuple[float, float]:
+    """Runs predict in its own process; returns (seconds, peak RSS in MB) of that process."""
+    cmd = [
+        sys.executable,
+        "-m",
+        "landcover",
+        "predict",
+        str(tile),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        "--batch-size",
+        str(BATCH),
+        "--no-preview",
+    ]
+    start = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode != 0:
+        raise SystemExit(f"predict failed: {proc.stderr.read().decode()[-2000:]}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def forward_mpx_per_s(config_file: Path, patch: int, seconds: float = 20.0) -> float:
+    config = load_config(config_file)
+    model = build_model(config.model, 4, config.data.classes.num_classes).eval()
+    x = torch.randn(BATCH, 4, patch, patch)
+    with torch.no_grad():
+        model(x)
+        n, start = 0, time.perf_counter()
+        while time.perf_counter() - start < seconds:
+            model(x)
+            n += 1
+    return n * BATCH * patch * patch / 1e6 / (time.perf_counter() - start)
+
+
+def check_outputs(tile: Path, out: Path) -> bool:
+    class_map = out / f"{tile.stem}_class.tif"
+    valid, errors, _ = cog_validate(str(class_map))
+    with rasterio.open(class_map) as c, rasterio.open(tile) as s:
+        same = (
+            c.crs == s.crs
+            and c.transform == s.transform
+            and (c.width, c.height) == (s.width, s.height)
+        )
+        has_colours = bool(c.colormap(1))
+    return valid and not errors and same and has_colours
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CPU-config model only")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "landcover-bench"
+    )
+    args = parser.parse_args()
+    args.cache.mkdir(parents=True, exist_ok=True)
+    configs = [REPO / "configs" / "cpu.yaml"] + (
+        [] if args.quick else [REPO / "configs" / "default.yaml"]
+    )
+    tiles = [make_tile(2000, 2000, args.cache), make_tile(7500, 6000, args.cache)]
+    rows = []
+    for config_file in configs:
+        checkpoint = make_checkpoint(config_file, args.cache)
+        patch = load_config(config_file).data.patch_size
+        forward = forward_mpx_per_s(config_file, patch)
+        for tile in tiles:
+            out = args.cache / f"out-{config_file.stem}"
+            seconds, rss = run_predict(tile, checkpoint, out)
+            with rasterio.open(tile) as ds:
+                mpx = ds.width * ds.height / 1e6
+                size = f"{ds.width}x{ds.height}"
+            rows.append(
+                {
+                    "model": config_file.stem,
+                    "tile": size,
+                    "mpx": round(mpx, 1),
+                    "seconds": round(seconds, 1),
+                    "mpx_per_s": mpx / seconds,
+                    "peak_rss_mb": round(rss),
+                    "forward_mpx_per_s": forward,
+                    "predict_over_forward": mpx / seconds / forward,
+                    "cog_ok": check_outputs(tile, out),
+                }
+            )
+    growth = {
+        r["model"]: next(
+            x["peak_rss_mb"] for x in rows if x["model"] == r["model"] and x["tile"] == "6000x7500"
+        )
+        / r["peak_rss_mb"]
+        for r in rows
+        if r["tile"] == "2000x2000"
+    }
+    print(
+        "\npeak memory growth for 11.25x the area:",
+        {k: round(v, 2) for k, v in growth.items()},
+        "(goal <= 1.5)",
+    )
+    write_results("predict", rows, {"memory_growth": growth, "goal_memory_growth": 1.5}, args.out)
+
+
+if __name__ == "__main__":
+    main()
