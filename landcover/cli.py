@@ -153,6 +153,38 @@ def data_sample() -> None:
     typer.echo(str(ensure_sample()))
 
 
+@data_app.command("upload")
+def data_upload(
+    local: Annotated[Path, typer.Argument(help="Local file or folder (copied recursively).")],
+    url: Annotated[
+        str, typer.Argument(help="Destination: az://container/prefix, abfs://..., or a path.")
+    ],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-j", min=1, help="Files copied at once.")
+    ] = 8,
+) -> None:
+    """Upload a file or folder to Azure Blob Storage (credentials from AZURE_STORAGE_*)."""
+    from landcover.storage.transfer import upload
+
+    typer.echo(upload(local, url, concurrency).line())
+
+
+@data_app.command("download")
+def data_download(
+    url: Annotated[
+        str, typer.Argument(help="Source: az://container/prefix, abfs://..., a blob or a path.")
+    ],
+    local: Annotated[str, typer.Argument(help="Local folder (or file, for one blob).")],
+    concurrency: Annotated[
+        int, typer.Option("--concurrency", "-j", min=1, help="Files copied at once.")
+    ] = 8,
+) -> None:
+    """Download a blob or every blob under a prefix (credentials from AZURE_STORAGE_*)."""
+    from landcover.storage.transfer import download
+
+    typer.echo(download(url, local, concurrency).line())
+
+
 def main() -> None:
     """Runs the CLI; user-fixable problems print one line and exit non-zero."""
     try:

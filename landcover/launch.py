@@ -93,7 +93,7 @@ def launch_workers(
     Raises:
         LandcoverError: If a worker fails and restarts are exhausted.
     """
-    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
@@ -117,6 +117,11 @@ def launch_workers(
         os.environ[_ERROR_DIR_ENV] = str(error_dir)
         try:
             return elastic_launch(config, _guarded)(fn, *args)
+        except SignalException as exc:
+            raise LandcoverError(
+                f"interrupted by {exc.sigval.name}; workers stopped (rerun the same command to "
+                "resume from the last checkpoint)"
+            ) from None
         except ChildFailedError as exc:
             messages = sorted(error_dir.glob("rank*.txt"))
             if messages:

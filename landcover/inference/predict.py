@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rasterio
 from rasterio.windows import Window
 
 from landcover.data.raster import open_raster
@@ -92,6 +93,10 @@ def check_bands(src: Any, path: str, bands: int) -> None:
         raise DataError(f"{path}: has dtype {src.dtypes[0]}, expected uint8 imagery")
 
 
+GDAL_CACHE_MB = 256
+"""GDAL's block cache while writing maps (its default is 5 % of the machine's memory)."""
+
+
 def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict[str, Any]:
     """Predicts one tile and writes its maps.
 
@@ -118,7 +123,7 @@ def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict
     predictor = SlidingWindowPredictor(
         im.model, patch, overlap, options.batch_size, im.prepare, im.device, im.autocast_dtype
     )
-    with open_raster(tile) as src:
+    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(tile) as src:
         check_bands(src, tile, im.bands)
         height, width = src.height, src.width
         log.info(

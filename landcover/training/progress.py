@@ -7,6 +7,8 @@ import sys
 import time
 from datetime import timedelta
 
+import torch
+
 log = logging.getLogger("landcover")
 
 
@@ -63,12 +65,14 @@ class Progress:
             self._bar.start()
             self._task = self._bar.add_task("train", total=steps, info="")
 
-    def update(self, step: int, loss: float, samples: int) -> None:
+    def update(self, step: int, loss: torch.Tensor, samples: int) -> None:
         """Reports progress after a step.
+
+        The loss is read (a device synchronisation on GPU) only when it is shown.
 
         Args:
             step: Steps done in this epoch.
-            loss: Recent training loss.
+            loss: Recent training loss (a scalar tensor).
             samples: Global samples done in this epoch.
         """
         if not self.enabled:
@@ -79,9 +83,11 @@ class Progress:
         epoch_eta = elapsed / step * (self._steps - step)
         run_eta = epoch_eta + elapsed / step * self._steps * (self.total_epochs - self._epoch)
         if self._bar is not None:
-            self._bar.update(
-                self._task, completed=step, info=f"loss {loss:.4f} {rate:.1f} samples/s"
-            )
+            self._bar.update(self._task, completed=step)
+            if now - self._last >= 0.5 or step == self._steps:
+                self._last = now
+                info = f"loss {float(loss):.4f} {rate:.1f} samples/s"
+                self._bar.update(self._task, info=info)
         elif now - self._last >= self.every_s or step == self._steps:
             self._last = now
             log.info(
@@ -90,7 +96,7 @@ class Progress:
                 self.total_epochs,
                 step,
                 self._steps,
-                loss,
+                float(loss),
                 rate,
                 _eta(epoch_eta),
                 _eta(run_eta),

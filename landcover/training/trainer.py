@@ -24,6 +24,7 @@ from landcover.config import Config, config_from_dict, save_config
 from landcover.data.memory import load_tiles
 from landcover.data.normalize import BandNormalizer
 from landcover.data.pairs import split_pairs
+from landcover.data.prefetch import Prefetcher
 from landcover.data.sample import data_root
 from landcover.data.sampler import PatchSampler, epoch_rng
 from landcover.data.sharding import shard
@@ -135,6 +136,7 @@ class Trainer:
     def __init__(self, config: Config, env: DistEnv) -> None:
         self.config = config
         self.env = env
+        config.run.workers = env.world_size  # as launched (an external launcher may differ)
         self.out = Path(config.run.out)
         self.mapping = config.data.classes
         self.device = resolve_device(config.run.device, env)
@@ -252,11 +254,15 @@ class Trainer:
         progress.start_epoch(epoch + 1, self.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
-        for step in range(self.steps_per_epoch):
+        batches = Prefetcher(
+            lambda: self.sampler.batch(cfg.optim.batch_size, rng),
+            self.steps_per_epoch,
+            pin_memory=self.device.type == "cuda",
+        )
+        for step, (images, labels) in enumerate(batches):
             lr = lr_at(cfg.optim, self.global_batch, epoch + step / self.steps_per_epoch)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            images, labels = self.sampler.batch(cfg.optim.batch_size, rng)
             inputs = self.prepare(images.to(self.device, non_blocking=True))
             if not self.channels_last:
                 inputs = inputs.contiguous()
@@ -272,7 +278,7 @@ class Trainer:
             )
             loss_sum += loss
             if progress.enabled:
-                progress.update(step + 1, float(loss), (step + 1) * self.global_batch)
+                progress.update(step + 1, loss, (step + 1) * self.global_batch)
         progress.end_epoch()
         total = loss_sum.to(self.reduce_device).clone()
         all_reduce_sum(total)

@@ -1,0 +1,470 @@
+"""Reading and writing paths and blob URLs: whole objects, atomically, with bounded retries.
+
+Every function takes any URL form of :mod:`landcover.storage.urls` and raises a one-line
+:class:`~landcover.storage.errors.StorageError` (:class:`StorageNotFoundError` for a missing
+object) after the retries of :mod:`landcover.storage.retry`.
+
+Readers never see a partial object:
+
+- local paths and NFS mounts are written to a hidden temporary name in the destination folder
+  and renamed over the final name (``os.replace``), with the umask's file mode;
+- a blob is written as one block-blob upload: small objects in a single Put Blob, large ones
+  as staged blocks committed by one Put Block List at the end. Azure makes the new content
+  visible only when that last call succeeds, so readers see the old object or the whole new
+  one, never a part;
+- downloads go to a temporary name beside the destination, are checked against the remote
+  object's size, and only then renamed into place.
+"""
+
+from __future__ import annotations
+
+import glob as globlib
+import os
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from landcover.fileio import atomic_write_bytes, make_temp_beside
+from landcover.storage.errors import StorageError, StorageNotFoundError
+from landcover.storage.filesystems import filesystem_of
+from landcover.storage.retry import RetryPolicy, retrying
+from landcover.storage.urls import Location, parse
+
+Progress = Callable[[int], None]
+"""Called with the number of bytes just transferred (negative when a retry starts over)."""
+
+_CHUNK = 8 * 1024 * 1024
+
+
+class IncompleteTransferError(ConnectionError):
+    """Fewer (or more) bytes arrived than the object holds; the transfer is tried again."""
+
+
+@dataclass(frozen=True)
+class ObjectInfo:
+    """Size and version of a stored object.
+
+    Attributes:
+        size: Bytes.
+        version: The blob's ETag, or the file's modification time: changes when it is rewritten.
+    """
+
+    size: int
+    version: str
+
+
+def _local(location: Location) -> Path:
+    return Path(os.path.abspath(location.path))
+
+
+def exists(url: str | Path, policy: RetryPolicy | None = None) -> bool:
+    """Whether a file, folder, blob or blob prefix exists at ``url``."""
+    location = parse(url)
+    if location.is_local:
+        return _local(location).exists()
+    fs, path = filesystem_of(location, policy)
+    return retrying("check", location.url, lambda: bool(fs.exists(path)), policy)
+
+
+def is_file(url: str | Path, policy: RetryPolicy | None = None) -> bool:
+    """Whether ``url`` is a file or blob (not a folder or prefix)."""
+    location = parse(url)
+    if location.is_local:
+        return _local(location).is_file()
+    fs, path = filesystem_of(location, policy)
+    return retrying("check", location.url, lambda: bool(fs.isfile(path)), policy)
+
+
+def stat(url: str | Path, policy: RetryPolicy | None = None) -> ObjectInfo:
+    """Size and version of a file or blob.
+
+    Raises:
+        StorageNotFoundError: Nothing there.
+        StorageError: Any other failure.
+    """
+    location = parse(url)
+    fs, path = filesystem_of(location, policy)
+
+    def run() -> ObjectInfo:
+        info = fs.info(path)
+        if info.get("type") != "file":
+            raise FileNotFoundError(path)
+        version = info.get("etag") or info.get("mtime") or info.get("created") or ""
+        return ObjectInfo(int(info["size"]), str(version))
+
+    return retrying("stat", location.url, run, policy)
+
+
+def listdir(url: str | Path, policy: RetryPolicy | None = None) -> list[str]:
+    """The entries directly inside a folder or blob prefix, as URLs of the same form, sorted.
+
+    Raises:
+        StorageNotFoundError: The folder or prefix does not exist.
+    """
+    location = parse(url)
+    if location.is_local:
+        folder = _local(location)
+        names = retrying("list", location.url, lambda: sorted(os.listdir(folder)), policy)
+        base = location.url.rstrip("/")
+        return [f"{base}/{n}" for n in names]
+    fs, path = filesystem_of(location, policy)
+    entries = retrying("list", location.url, lambda: fs.ls(path, detail=False), policy)
+    return sorted(location.url_for(str(e).rstrip("/")) for e in entries)
+
+
+def glob(pattern: str | Path, policy: RetryPolicy | None = None) -> list[str]:
+    """Paths or URLs matching a glob pattern (``*``, ``?``, ``[...]``, ``**``), sorted."""
+    location = parse(pattern)
+    if location.is_local:
+        matches = sorted(globlib.glob(location.path, recursive=True))
+        if location.url.startswith("file://"):
+            return [location.url_for(os.path.abspath(m)) for m in matches]
+        return matches
+    fs, path = filesystem_of(location, policy)
+    matches = retrying("list", location.url, lambda: fs.glob(path), policy)
+    return sorted(location.url_for(str(m)) for m in matches)
+
+
+def list_files(url: str | Path, policy: RetryPolicy | None = None) -> list[tuple[str, int]]:
+    """All files under a folder or blob prefix, recursively.
+
+    Args:
+        url: A folder or prefix.
+        policy: Retry settings.
+
+    Returns:
+        ``(relative path with '/' separators, size in bytes)`` of every file, sorted.
+    """
+    location = parse(url)
+    if location.is_local:
+        root = _local(location)
+
+        def walk() -> list[tuple[str, int]]:
+            if not root.is_dir():
+                raise FileNotFoundError(str(root))
+            found = []
+            for folder, _, names in os.walk(root):
+                for n in names:
+                    full = Path(folder) / n
+                    if n.startswith(".") and n.endswith(".tmp"):
+                        continue  # an unfinished atomic write
+                    found.append((full.relative_to(root).as_posix(), full.stat().st_size))
+            return sorted(found)
+
+        return retrying("list", location.url, walk, policy)
+    fs, path = filesystem_of(location, policy)
+    base = path.rstrip("/")
+
+    def find() -> list[tuple[str, int]]:
+        found = fs.find(base, detail=True)
+        files = [
+            (name[len(base) :].lstrip("/"), int(info.get("size") or 0))
+            for name, info in found.items()
+            if info.get("type") == "file" and name.startswith(base + "/")
+        ]
+        return sorted(files)
+
+    return retrying("list", location.url, find, policy)
+
+
+def read_bytes(url: str | Path, policy: RetryPolicy | None = None) -> bytes:
+    """The whole content of a file or blob.
+
+    Raises:
+        StorageNotFoundError: No such file or blob.
+        StorageError: Any other failure, after bounded retries of transient ones.
+    """
+    location = parse(url)
+    if location.is_local:
+        path = _local(location)
+        return retrying("read", location.url, path.read_bytes, policy)
+    fs, path = filesystem_of(location, policy)
+    return retrying("read", location.url, lambda: bytes(fs.cat_file(path)), policy)
+
+
+def write_bytes(url: str | Path, data: bytes, policy: RetryPolicy | None = None) -> None:
+    """Writes ``data`` so that readers see the old content or the new, never a part.
+
+    Local: temporary file in the same folder, fsync, ``os.replace`` (parent folders are
+    created). Blob: one block-blob upload, committed by Azure only when complete.
+
+    Raises:
+        StorageError: The write failed (the previous content, if any, is intact).
+    """
+    location = parse(url)
+    if location.is_local:
+        path = _local(location)
+        retrying("write", location.url, lambda: atomic_write_bytes(path, data), policy)
+        return
+    fs, path = filesystem_of(location, policy)
+    retrying("write", location.url, lambda: fs.pipe_file(path, data, overwrite=True), policy)
+
+
+def remove(url: str | Path, missing_ok: bool = True, policy: RetryPolicy | None = None) -> None:
+    """Deletes a file or blob.
+
+    Raises:
+        StorageNotFoundError: It does not exist and ``missing_ok`` is false.
+    """
+    location = parse(url)
+    if location.is_local:
+        path = _local(location)
+
+        def unlink() -> None:
+            path.unlink(missing_ok=missing_ok)
+
+        retrying("delete", location.url, unlink, policy)
+        return
+    fs, path = filesystem_of(location, policy)
+
+    def rm() -> None:
+        try:
+            fs.rm_file(path)
+        except FileNotFoundError:
+            if not missing_ok:
+                raise
+
+    retrying("delete", location.url, rm, policy)
+
+
+class _Reporter:
+    """Turns absolute progress of one attempt into increments; undoes it when retried."""
+
+    def __init__(self, progress: Progress | None) -> None:
+        self.progress = progress
+        self.done = 0
+
+    def restart(self) -> None:
+        if self.progress is not None and self.done:
+            self.progress(-self.done)
+        self.done = 0
+
+    def absolute(self, value: int) -> None:
+        if self.progress is not None and value != self.done:
+            self.progress(value - self.done)
+        self.done = value
+
+    def fsspec_callback(self) -> Any:
+        from fsspec.callbacks import Callback
+
+        reporter = self
+
+        class _Callback(Callback):
+            def call(self, *args: Any, **kwargs: Any) -> None:
+                reporter.absolute(int(self.value))
+
+        return _Callback()
+
+
+def _copy_local(source: Path, dest: Path, reporter: _Reporter) -> int:
+    """Copies a local file to a temporary name beside ``dest``, then renames it into place."""
+    tmp = make_temp_beside(dest)
+    try:
+        with open(source, "rb") as src, open(tmp, "wb") as out:
+            done = 0
+            while chunk := src.read(_CHUNK):
+                out.write(chunk)
+                done += len(chunk)
+                reporter.absolute(done)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return done
+
+
+def upload_file(
+    local: str | Path,
+    url: str | Path,
+    progress: Progress | None = None,
+    policy: RetryPolicy | None = None,
+) -> int:
+    """Copies a local file to a path or blob URL (atomically, as :func:`write_bytes`).
+
+    Args:
+        local: The local file.
+        url: The destination file or blob.
+        progress: Called with byte increments.
+        policy: Retry settings.
+
+    Returns:
+        The bytes uploaded.
+
+    Raises:
+        StorageNotFoundError: ``local`` is not a file, or the container does not exist.
+        StorageError: The upload failed after bounded retries.
+    """
+    source = Path(local)
+    if not source.is_file():
+        raise StorageNotFoundError(f"cannot upload {source}: no such file")
+    location = parse(url)
+    reporter = _Reporter(progress)
+    if location.is_local:
+        dest = _local(location)
+
+        def copy() -> int:
+            reporter.restart()
+            return _copy_local(source, dest, reporter)
+
+        return retrying("write", location.url, copy, policy)
+    fs, path = filesystem_of(location, policy)
+    size = source.stat().st_size
+
+    def put() -> int:
+        reporter.restart()
+        fs.put_file(str(source), path, callback=reporter.fsspec_callback(), overwrite=True)
+        reporter.absolute(size)
+        return size
+
+    return retrying("upload to", location.url, put, policy)
+
+
+def download_file(
+    url: str | Path,
+    local: str | Path,
+    progress: Progress | None = None,
+    policy: RetryPolicy | None = None,
+) -> int:
+    """Copies a file or blob to a local file, atomically and checked against the remote size.
+
+    The bytes go to a hidden temporary file beside ``local``; only when its size equals the
+    remote object's is it renamed to ``local``, so a half-downloaded file is never left under
+    the final name. A short download is retried.
+
+    Args:
+        url: The source file or blob.
+        local: The destination file (its folder is created).
+        progress: Called with byte increments.
+        policy: Retry settings.
+
+    Returns:
+        The bytes downloaded.
+
+    Raises:
+        StorageNotFoundError: No such file or blob.
+        StorageError: The download failed after bounded retries.
+    """
+    location = parse(url)
+    dest = Path(local)
+    reporter = _Reporter(progress)
+    if location.is_local:
+        source = _local(location)
+
+        def copy() -> int:
+            reporter.restart()
+            return _copy_local(source, dest, reporter)
+
+        return retrying("read", location.url, copy, policy)
+    fs, path = filesystem_of(location, policy)
+
+    def get() -> int:
+        reporter.restart()
+        expected = int(fs.info(path)["size"])
+        tmp = make_temp_beside(dest)
+        try:
+            fs.get_file(path, str(tmp), callback=reporter.fsspec_callback())
+            got = tmp.stat().st_size
+            if got != expected:
+                raise IncompleteTransferError(
+                    f"got {got} of {expected} bytes (the object changed or the transfer broke)"
+                )
+            with open(tmp, "rb+") as handle:
+                os.fsync(handle.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        reporter.absolute(expected)
+        return expected
+
+    return retrying("download", location.url, get, policy)
+
+
+@dataclass(frozen=True)
+class Fetched:
+    """Objects read into memory, with the time it took.
+
+    Attributes:
+        data: The contents, in the order of the URLs.
+        seconds: Wall time of the whole fetch.
+    """
+
+    data: list[bytes]
+    seconds: float
+
+    @property
+    def nbytes(self) -> int:
+        """Total bytes."""
+        return sum(len(d) for d in self.data)
+
+    @property
+    def mb_per_s(self) -> float:
+        """Throughput in MB (10^6 bytes) per second."""
+        return self.nbytes / 1e6 / self.seconds if self.seconds > 0 else 0.0
+
+    def summary(self) -> str:
+        """One line for a log: objects, MB, seconds, MB/s."""
+        return (
+            f"{len(self.data)} objects, {self.nbytes / 1e6:.1f} MB in {self.seconds:.2f} s "
+            f"({self.mb_per_s:.1f} MB/s)"
+        )
+
+
+def read_many(
+    urls: Sequence[str | Path],
+    max_concurrency: int = 8,
+    cache_dir: str | Path | None = None,
+    policy: RetryPolicy | None = None,
+) -> list[bytes]:
+    """Reads many objects in parallel (threads; each read retried on its own).
+
+    Args:
+        urls: Paths or URLs.
+        max_concurrency: Reads in flight at once.
+        cache_dir: If given, a local cache folder (see :func:`cached_read`).
+        policy: Retry settings.
+
+    Returns:
+        The contents, in the order of ``urls``.
+
+    Raises:
+        StorageError: The first read that failed.
+    """
+    return fetch_many(urls, max_concurrency, cache_dir, policy).data
+
+
+def fetch_many(
+    urls: Sequence[str | Path],
+    max_concurrency: int = 8,
+    cache_dir: str | Path | None = None,
+    policy: RetryPolicy | None = None,
+) -> Fetched:
+    """Like :func:`read_many`, also timing it (for "N MB in S s (R MB/s)" log lines)."""
+    from landcover.storage.cache import cached_read
+
+    if max_concurrency < 1:
+        raise StorageError(f"max_concurrency must be >= 1, not {max_concurrency}")
+    start = time.perf_counter()
+    if not urls:
+        return Fetched([], 0.0)
+
+    def one(url: str | Path) -> bytes:
+        if cache_dir is not None:
+            return cached_read(url, cache_dir, policy=policy)
+        return read_bytes(url, policy)
+
+    workers = min(max_concurrency, len(urls))
+    if workers == 1:
+        data = [one(u) for u in urls]
+    else:
+        pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="storage-read")
+        try:
+            data = list(pool.map(one, urls))
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+    return Fetched(data, time.perf_counter() - start)
