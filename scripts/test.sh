@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh --dev
+bash scripts/install-azurite.sh
 exec .venv/bin/python -m pytest "$@"

@@ -99,3 +99,6 @@ def trained_run(
 def checkpoint(trained_run: Path) -> Path:
     """The tiny trained model's last checkpoint."""
     return trained_run / "checkpoints" / "last.pt"
+
+
+from azurite import azurite, azurite_private, no_azure_env  # noqa: F401,E402

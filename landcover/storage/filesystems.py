@@ -9,6 +9,7 @@ policy is reused.
 
 from __future__ import annotations
 
+import logging
 import os
 import threading
 from typing import Any
@@ -69,6 +70,11 @@ def _azure_class() -> type:
             else:
                 from azure.identity.aio import DefaultAzureCredential
 
+                # Its failures come back to us as one CredentialsError line; keep its
+                # multi-line warnings about every credential it tried off the console.
+                quiet = logging.getLogger("azure.identity")
+                if quiet.level == logging.NOTSET:
+                    quiet.setLevel(logging.ERROR)
                 credential = DefaultAzureCredential()
                 self.credential = credential  # closed by adlfs's finalizer
             self.service_client = BlobServiceClient(

@@ -75,7 +75,14 @@ def is_file(url: str | Path, policy: RetryPolicy | None = None) -> bool:
     if location.is_local:
         return _local(location).is_file()
     fs, path = filesystem_of(location, policy)
-    return retrying("check", location.url, lambda: bool(fs.isfile(path)), policy)
+
+    def check() -> bool:
+        try:  # not fs.isfile: adlfs's returns False on any error, a dead server included
+            return fs.info(path).get("type") == "file"
+        except FileNotFoundError:
+            return False
+
+    return retrying("check", location.url, check, policy)
 
 
 def stat(url: str | Path, policy: RetryPolicy | None = None) -> ObjectInfo:

@@ -2,19 +2,22 @@
 
 Two layers, both bounded:
 
-- The Azure SDK retries single HTTP requests inside one operation (a 5xx or a dropped
-  connection while reading a chunk) a few times with short back-offs. Its defaults (15 s, 18 s,
-  24 s back-offs with 20 s connect and 60 s read timeouts) could keep one call busy for minutes,
-  so :func:`sdk_client_options` sets short ones and leaves connection failures to us.
+- The Azure SDK retries single HTTP requests inside one operation (a 5xx, or a connection
+  dropped before a chunk's response) a few times with short back-offs. Its defaults (back-offs
+  of 15, 18 and 24 s with 20 s connect and 60 s read timeouts) could keep one call busy for
+  minutes, so :func:`sdk_client_options` sets short ones and leaves connection failures to us.
 - :func:`retrying` retries a whole operation (read, write, upload, download) while the error is
   transient (connection refused or reset, timeouts, HTTP 408/429/5xx), waiting 0.5 s, 1 s,
-  2 s, ... (at most 8 s) in between, until ``budget_s`` seconds (default 30, or
-  ``LANDCOVER_STORAGE_RETRY_S``) have passed since the first failure. Then it raises one
-  :class:`StorageError` line naming the URL and the last error.
+  2 s, ... (at most 8 s) in between, for ``budget_s`` seconds (default 30, or
+  ``LANDCOVER_STORAGE_RETRY_S``). Then it raises one :class:`StorageError` line naming the
+  URL and the last error.
 
-So a server that stays down fails an operation after about ``budget_s`` seconds (plus at most
-one connect timeout, 10 s, when packets are silently dropped); a server that stops answering
-mid-transfer after at most two read timeouts (2 x 20 s) more.
+The budget counts from the start of the first failed attempt when that attempt was short
+enough to be nothing but timeouts (a server that is down, unreachable or hung), and from its
+failure otherwise (a long transfer that broke still gets the whole budget of retries). So a
+server that stays down ends an operation after about 24 s when connections are refused (the
+process is gone), about 32 s when packets are dropped (10 s connect timeouts) and about 33 s
+when it accepts connections but never answers (15 s read timeouts, tried twice).
 """
 
 from __future__ import annotations
@@ -22,6 +25,7 @@ from __future__ import annotations
 import errno
 import logging
 import os
+import ssl
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,6 +39,7 @@ log = logging.getLogger("landcover")
 T = TypeVar("T")
 
 ENV_RETRY_S = "LANDCOVER_STORAGE_RETRY_S"
+_SDK_READ_RETRIES = 1
 
 
 @dataclass(frozen=True)
@@ -42,7 +47,8 @@ class RetryPolicy:
     """Retry and timeout settings of storage operations.
 
     Attributes:
-        budget_s: Seconds after the first failure during which transient errors are retried.
+        budget_s: Seconds during which transient errors are retried (counted as the module's
+            docstring says).
         first_delay_s: The first back-off; each next one doubles.
         max_delay_s: The longest back-off.
         connect_timeout_s: Seconds to wait for a TCP/TLS connection to the blob service.
@@ -53,7 +59,12 @@ class RetryPolicy:
     first_delay_s: float = 0.5
     max_delay_s: float = 8.0
     connect_timeout_s: float = 10.0
-    read_timeout_s: float = 20.0
+    read_timeout_s: float = 15.0
+
+    @property
+    def stuck_s(self) -> float:
+        """The longest an attempt takes when all it does is time out (with the SDK's retry)."""
+        return self.connect_timeout_s + (1 + _SDK_READ_RETRIES) * self.read_timeout_s + 5.0
 
 
 def default_policy() -> RetryPolicy:
@@ -90,7 +101,7 @@ def sdk_client_options(policy: RetryPolicy) -> dict[str, Any]:
         increment_base=2,
         retry_total=3,
         retry_connect=0,  # a refused/unreachable server is retried by `retrying`, with a budget
-        retry_read=1,
+        retry_read=_SDK_READ_RETRIES,
         retry_status=3,
         random_jitter_range=0.25,
     )
@@ -106,12 +117,35 @@ def _status(exc: BaseException) -> int | None:
     return status if isinstance(status, int) else None
 
 
+def _causes(exc: BaseException) -> list[BaseException]:
+    """The error and the errors it wraps (``__cause__``, ``__context__``, Azure's inner)."""
+    chain: list[BaseException] = []
+    todo: list[BaseException | None] = [exc]
+    while todo:
+        item = todo.pop()
+        if item is None or any(item is seen for seen in chain) or len(chain) > 20:
+            continue
+        chain.append(item)
+        todo += [item.__cause__, item.__context__, getattr(item, "inner_exception", None)]
+    return chain
+
+
+def is_certificate_error(exc: BaseException) -> bool:
+    """Whether the server's TLS certificate was refused (never retried: not transient)."""
+    return any(
+        isinstance(e, ssl.SSLCertVerificationError) or "CERTIFICATE_VERIFY_FAILED" in str(e)
+        for e in _causes(exc)
+    )
+
+
 def is_transient(exc: BaseException) -> bool:
     """Whether an error may go away when the operation is tried again.
 
     Connection failures, timeouts and HTTP 408, 429 and 5xx are transient; missing objects,
-    rejected credentials, other 4xx and local disk errors are not.
+    rejected credentials or TLS certificates, other 4xx and local disk errors are not.
     """
+    if is_certificate_error(exc):
+        return False
     from azure.core.exceptions import (
         ClientAuthenticationError,
         HttpResponseError,
@@ -170,8 +204,17 @@ def to_storage_error(action: str, url: str, exc: BaseException) -> StorageError:
     if isinstance(exc, (FileNotFoundError, ResourceNotFoundError)) or (
         isinstance(exc, OSError) and exc.errno == errno.ENOENT
     ):
-        return StorageNotFoundError(f"cannot {action} {url}: no such file or blob")
+        return StorageNotFoundError(f"cannot {action} {url}: no such file, folder or blob")
     status = _status(exc)
+    if is_certificate_error(exc):
+        return StorageError(
+            f"cannot {action} {url}: the server's TLS certificate was refused ({describe(exc)})"
+        )
+    if isinstance(exc, ClientAuthenticationError) and status is None:
+        return CredentialsError(
+            f"cannot {action} {url}: no Azure credential could be obtained (a managed identity, "
+            f"AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID or az login): {HOW_TO_SET}"
+        )
     if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
         return CredentialsError(
             f"cannot {action} {url}: the storage service rejected the credentials "
@@ -199,10 +242,12 @@ def retrying(
     """
     policy = policy or default_policy()
     delay = policy.first_delay_s
-    first_failure: float | None = None
+    clock: float | None = None
+    begin = time.monotonic()
     attempt = 0
     while True:
         attempt += 1
+        started = time.monotonic()
         try:
             return operation()
         except StorageError:
@@ -211,12 +256,13 @@ def retrying(
             if not is_transient(exc):
                 raise to_storage_error(action, url, exc) from exc
             now = time.monotonic()
-            first_failure = now if first_failure is None else first_failure
-            waited = now - first_failure
+            if clock is None:
+                clock = started if now - started <= policy.stuck_s else now
+            waited = now - clock
             if waited + delay > policy.budget_s:
                 raise StorageError(
                     f"cannot {action} {url}: {describe(exc)} (gave up after {attempt} "
-                    f"attempts in {waited:.0f} s)"
+                    f"attempts in {now - begin:.0f} s)"
                 ) from exc
             log.warning(
                 "storage: %s %s failed (%s); retrying in %.1f s", action, url, describe(exc), delay

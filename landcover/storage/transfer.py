@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from landcover.storage.errors import StorageError, StorageNotFoundError
+from landcover.storage.filesystems import filesystem
 from landcover.storage.io import (
     Progress,
     download_file,
@@ -27,7 +28,7 @@ from landcover.storage.io import (
     upload_file,
 )
 from landcover.storage.retry import RetryPolicy
-from landcover.storage.urls import join, name, parse
+from landcover.storage.urls import join, name
 
 
 @dataclass(frozen=True)
@@ -103,13 +104,13 @@ def _progress(
     from rich.progress import (
         BarColumn,
         DownloadColumn,
-        Progress,
         TextColumn,
         TimeRemainingColumn,
         TransferSpeedColumn,
     )
+    from rich.progress import Progress as RichProgress
 
-    bar = Progress(
+    bar = RichProgress(
         TextColumn(verb),
         BarColumn(),
         DownloadColumn(),
@@ -192,7 +193,7 @@ def upload(
             copied are complete).
     """
     source = Path(local)
-    parse(url)  # refuses unsupported URLs before any work
+    filesystem(url, policy)  # unsupported URLs and missing credentials fail before any work
     if source.is_file():
         dest = join(url, source.name) if url.endswith("/") else url
         files = [(source, dest, source.stat().st_size)]
