@@ -88,7 +88,7 @@ def predict(
     checkpoint: Annotated[
         str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
     ],
-    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("predictions"),
+    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "predictions",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
     ] = None,
@@ -117,7 +117,7 @@ def evaluate(
         str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
     ],
     data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
-    out: Annotated[Path, typer.Option(help="Output folder.")] = Path("evaluation"),
+    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "evaluation",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
     ] = None,
@@ -183,6 +183,56 @@ def data_download(
     from landcover.storage.transfer import download
 
     typer.echo(download(url, local, concurrency).line())
+
+
+@data_app.command("check")
+def data_check(
+    data: Annotated[str, typer.Argument(help="Folder of image/label pairs: a path or blob URL.")],
+    classes: Annotated[
+        str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")
+    ] = "chesapeake7",
+    bands: Annotated[int, typer.Option(min=1, help="Expected image bands.")] = 4,
+    image_suffix: Annotated[str, typer.Option(help="Image file-name suffix.")] = "_naip.tif",
+    label_suffix: Annotated[str, typer.Option(help="Label file-name suffix.")] = "_lc.tif",
+) -> None:
+    """Check every pair of a data folder and show its class balance; list every bad file."""
+    from landcover.classes import resolve_mapping
+    from landcover.data.check import run_check
+
+    try:
+        mapping = resolve_mapping(classes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--classes") from None
+    run_check(data, mapping, bands, image_suffix, label_suffix)
+
+
+@data_app.command("prepare")
+def data_prepare(
+    images: Annotated[
+        list[str], typer.Option(help="Large NAIP GeoTIFF or quoted glob; repeat for more.")
+    ],
+    labels: Annotated[
+        list[str], typer.Option(help="Label raster (any CRS or grid) or quoted glob; repeatable.")
+    ],
+    out: Annotated[Path, typer.Option(help="Output folder for the pairs and manifest.csv.")],
+    tile_size: Annotated[int, typer.Option(min=16, help="Tile side in pixels.")] = 2048,
+    min_valid: Annotated[
+        float, typer.Option(min=0.0, max=1.0, help="Drop tiles with fewer labelled pixels.")
+    ] = 0.5,
+    classes: Annotated[
+        str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")
+    ] = "chesapeake7",
+) -> None:
+    """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
+    from landcover.classes import resolve_mapping
+    from landcover.data.prepare import prepare_tiles
+
+    try:
+        mapping = resolve_mapping(classes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--classes") from None
+    summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
+    typer.echo(summary.line(min_valid))
 
 
 def main() -> None:

@@ -1,0 +1,456 @@
+"""``landcover data check``: every problem of a data folder in one pass, and its class balance.
+
+:func:`check_folder` opens every image/label pair of a folder and keeps going after a problem:
+a file without its partner, a wrong band count or dtype, a label in another CRS or on another
+grid, an unreadable or truncated file (every block is read), and label codes outside the class
+mapping. It returns a :class:`CheckReport`; :func:`print_report` shows it as a table of tiles
+with their class percentages, the totals, and the list of problems.
+
+A label that lies on another grid or in another CRS but overlaps its image is a warning, not an
+error: train and evaluate bring it onto the image grid (nearest neighbour, see
+:mod:`landcover.data.align`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rasterio.errors import RasterioError
+from rasterio.windows import Window
+
+from landcover import storage
+from landcover.classes import IGNORE_INDEX, ClassMapping
+from landcover.data.align import grids_match, label_on_image_grid, label_window, read_error
+from landcover.data.raster import open_raster
+from landcover.errors import DataError
+
+KINDS = ("partner", "corrupt", "bands", "dtype", "crs", "grid", "codes", "nodata")
+"""Problem kinds, in the order they are listed."""
+
+_CHUNK = 1024
+"""Side of the image windows in which a label on another grid is aligned and counted."""
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem with one file.
+
+    Attributes:
+        path: The file.
+        kind: One of :data:`KINDS`.
+        message: What is wrong (without the path).
+        fatal: False for warnings: a label that train/evaluate can reproject, a tile without
+            labelled pixels.
+    """
+
+    path: str
+    kind: str
+    message: str
+    fatal: bool = True
+
+    def line(self) -> str:
+        """The problem as one ``path: message`` line."""
+        return f"{self.path}: {self.message}"
+
+
+@dataclass
+class TileReport:
+    """Pixel statistics of one readable pair.
+
+    Attributes:
+        name: Tile name.
+        width: Image width in pixels.
+        height: Image height in pixels.
+        counts: ``(256,)`` pixel counts of each label code on the image grid.
+        aligned: Whether the label was reprojected onto the image grid to count it.
+    """
+
+    name: str
+    width: int
+    height: int
+    counts: np.ndarray
+    aligned: bool = False
+
+    @property
+    def pixels(self) -> int:
+        """Pixels of the tile."""
+        return self.width * self.height
+
+
+@dataclass
+class CheckReport:
+    """The result of :func:`check_folder`.
+
+    Attributes:
+        root: The data folder.
+        mapping: The class mapping the label codes were checked against.
+        pairs: Number of complete pairs found.
+        tiles: Statistics of the pairs whose pixels could be counted.
+        problems: Every problem found, errors and warnings.
+    """
+
+    root: str
+    mapping: ClassMapping
+    pairs: int = 0
+    tiles: list[TileReport] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+
+    @property
+    def errors(self) -> list[Problem]:
+        """The fatal problems."""
+        return [p for p in self.problems if p.fatal]
+
+    @property
+    def warnings(self) -> list[Problem]:
+        """The problems train and evaluate cope with."""
+        return [p for p in self.problems if not p.fatal]
+
+    @property
+    def ok(self) -> bool:
+        """True when no problem is fatal."""
+        return not self.errors
+
+    @property
+    def bad_files(self) -> list[str]:
+        """The files with a fatal problem, sorted."""
+        return sorted({p.path for p in self.errors})
+
+    def kinds_of(self, path: str | Path) -> set[str]:
+        """The kinds of the problems reported for a file.
+
+        Args:
+            path: The file.
+
+        Returns:
+            The problem kinds (empty when the file is fine).
+        """
+        return {p.kind for p in self.problems if p.path == str(path)}
+
+    def fractions(self, counts: np.ndarray) -> tuple[list[float], float]:
+        """Splits label-code counts into class fractions and the no-data fraction.
+
+        Args:
+            counts: ``(256,)`` pixel counts per label code.
+
+        Returns:
+            ``(per-class fractions, no-data fraction)`` of all pixels; codes the mapping ignores
+            or does not know count as no-data.
+        """
+        total = max(int(counts.sum()), 1)
+        table = self.mapping.lookup_table()
+        per_class = [
+            float(counts[table == k].sum()) / total for k in range(self.mapping.num_classes)
+        ]
+        nodata = float(counts[table == IGNORE_INDEX].sum()) / total
+        return per_class, nodata
+
+    def total_counts(self) -> np.ndarray:
+        """Label-code counts summed over every counted tile."""
+        total = np.zeros(256, dtype=np.int64)
+        for tile in self.tiles:
+            total += tile.counts
+        return total
+
+
+def _without_path(path: str, exc: DataError) -> str:
+    """A DataError's message without its leading ``path: ``."""
+    text = str(exc)
+    return text[len(path) + 2 :] if text.startswith(f"{path}: ") else text
+
+
+def _blocks(ds: Any) -> Iterator[Window]:
+    """The dataset's block windows (band 1's blocks cover every band of a GeoTIFF)."""
+    for _, window in ds.block_windows(1):
+        yield window
+
+
+def _image_windows(width: int, height: int) -> Iterator[Window]:
+    for row in range(0, height, _CHUNK):
+        for col in range(0, width, _CHUNK):
+            yield Window(col, row, min(_CHUNK, width - col), min(_CHUNK, height - row))
+
+
+def _read_every_block(ds: Any, path: str) -> Problem | None:
+    """Reads every block of a raster; returns a ``corrupt`` problem at the first failure."""
+    try:
+        for window in _blocks(ds):
+            ds.read(window=window)
+    except RasterioError as exc:
+        return Problem(path, "corrupt", f"corrupt or truncated GeoTIFF ({read_error(exc)})")
+    return None
+
+
+def _count_codes(ds: Any, path: str) -> tuple[np.ndarray | None, Problem | None]:
+    """Counts the label codes of a one-band raster block by block."""
+    counts = np.zeros(256, dtype=np.int64)
+    try:
+        for window in _blocks(ds):
+            counts += np.bincount(ds.read(1, window=window).ravel(), minlength=256)[:256]
+    except RasterioError as exc:
+        return None, Problem(path, "corrupt", f"corrupt or truncated GeoTIFF ({read_error(exc)})")
+    return counts, None
+
+
+def _count_aligned(
+    lab: Any, img: Any, label: str, image: str
+) -> tuple[np.ndarray | None, Problem | None]:
+    """Counts the label codes on the image grid, aligning window by window."""
+    counts = np.zeros(256, dtype=np.int64)
+    try:
+        for window in _image_windows(img.width, img.height):
+            codes = label_on_image_grid(lab, img, window, label_name=label, image_name=image)
+            counts += np.bincount(codes.ravel(), minlength=256)[:256]
+    except DataError as exc:
+        return None, Problem(label, "corrupt", _without_path(label, exc))
+    return counts, None
+
+
+def _grid_problem(img: Any, lab: Any, label: str, image: str) -> Problem | None:
+    """Describes how a label's grid differs from its image's (None when they match)."""
+    if grids_match(img, lab):
+        return None
+    if img.crs is None:
+        return Problem(image, "crs", f"image has no CRS, so its label {label} cannot be aligned")
+    if lab.crs is None:
+        return Problem(label, "crs", f"label has no CRS, so it cannot be aligned with {image}")
+    if label_window(lab, img) is None:
+        return Problem(label, "grid", f"label raster does not overlap its image {image}")
+    if lab.crs != img.crs:
+        name = lab.crs.to_string() if lab.crs else "none"
+        return Problem(
+            label,
+            "crs",
+            f"label CRS {name} differs from the image's {img.crs.to_string()} ({image}); "
+            "train/evaluate will reproject it onto the image grid (nearest neighbour)",
+            fatal=False,
+        )
+    return Problem(
+        label,
+        "grid",
+        f"label grid ({lab.width}x{lab.height}, origin {lab.transform.c:.2f},"
+        f"{lab.transform.f:.2f}, pixel {lab.transform.a:g} m) differs from the image grid "
+        f"({img.width}x{img.height}, origin {img.transform.c:.2f},{img.transform.f:.2f}, pixel "
+        f"{img.transform.a:g} m) of {image}; train/evaluate will reproject it (nearest neighbour)",
+        fatal=False,
+    )
+
+
+def _check_open_pair(
+    img: Any, lab: Any, image: str, label: str, bands: int, problems: list[Problem]
+) -> tuple[np.ndarray | None, bool]:
+    """Checks an opened pair, appending what is wrong to ``problems``.
+
+    Returns:
+        The label-code counts on the image grid (None when they cannot be had) and whether the
+        label was reprojected to count them.
+    """
+    if img.count != bands:
+        problems.append(
+            Problem(image, "bands", f"has {img.count} bands, the model expects {bands}")
+        )
+    if img.dtypes[0] != "uint8":
+        problems.append(
+            Problem(image, "dtype", f"has dtype {img.dtypes[0]}, expected uint8 imagery")
+        )
+    label_ok = True
+    if lab.count != 1:
+        problems.append(Problem(label, "bands", f"label has {lab.count} bands, expected 1"))
+        label_ok = False
+    if lab.dtypes[0] != "uint8":
+        problems.append(Problem(label, "dtype", f"label has dtype {lab.dtypes[0]}, expected uint8"))
+        label_ok = False
+    corrupt = _read_every_block(img, image)
+    if corrupt:
+        problems.append(corrupt)
+    if not label_ok:
+        return None, False
+    grid = _grid_problem(img, lab, label, image)
+    if grid is None:
+        counts, corrupt = _count_codes(lab, label)
+    else:
+        problems.append(grid)
+        if grid.fatal:
+            corrupt = _read_every_block(lab, label)
+            counts = None
+        else:
+            counts, corrupt = _count_aligned(lab, img, label, image)
+    if corrupt:
+        problems.append(corrupt)
+    return counts, grid is not None
+
+
+def _check_pair(
+    name: str, image: str, label: str, mapping: ClassMapping, bands: int
+) -> tuple[TileReport | None, list[Problem]]:
+    """Checks one pair; returns its statistics (when countable) and its problems."""
+    problems: list[Problem] = []
+    with ExitStack() as stack:
+        opened = []
+        for path in (image, label):
+            try:
+                opened.append(stack.enter_context(open_raster(path)))
+            except DataError as exc:
+                problems.append(Problem(path, "corrupt", _without_path(path, exc)))
+        if problems:
+            return None, problems
+        img, lab = opened
+        counts, aligned = _check_open_pair(img, lab, image, label, bands, problems)
+        if counts is None:
+            return None, problems
+        tile = TileReport(name, img.width, img.height, counts, aligned=aligned)
+    present = [int(c) for c in np.flatnonzero(counts)]
+    unknown = [c for c in present if c not in mapping.known_codes]
+    if unknown:
+        known = ", ".join(str(c) for c in sorted(mapping.known_codes))
+        problems.append(
+            Problem(
+                label,
+                "codes",
+                f"label codes {unknown} are not in the class mapping {mapping.name} "
+                f"(known codes: {known})",
+            )
+        )
+    elif not any(mapping.lookup_table()[c] != IGNORE_INDEX for c in present):
+        problems.append(Problem(label, "nodata", "no labelled pixel (all no-data)", fatal=False))
+    return tile, problems
+
+
+def check_folder(
+    root: str | Path,
+    mapping: ClassMapping,
+    bands: int = 4,
+    image_suffix: str = "_naip.tif",
+    label_suffix: str = "_lc.tif",
+) -> CheckReport:
+    """Checks every image/label pair in a folder, without stopping at the first problem.
+
+    Args:
+        root: The data folder (a path or a blob URL) of ``{name}{image_suffix}`` /
+            ``{name}{label_suffix}`` pairs.
+        mapping: The class mapping label codes must belong to.
+        bands: Expected number of image bands.
+        image_suffix: File-name suffix of the imagery.
+        label_suffix: File-name suffix of the labels.
+
+    Returns:
+        The report: per-tile statistics and every problem (files without a partner, wrong band
+        count or dtype, CRS or grid differences, unreadable blocks, unknown label codes).
+
+    Raises:
+        DataError: If the folder does not exist or holds no image or label file at all.
+        StorageError: If listing a remote folder fails.
+    """
+    root = str(root)
+    if not storage.exists(root) or storage.is_file(root):
+        raise DataError(f"{root}: data folder not found")
+    entries = {storage.name(url): url for url in storage.listdir(root)}
+    images = {n[: -len(image_suffix)]: u for n, u in entries.items() if n.endswith(image_suffix)}
+    labels = {n[: -len(label_suffix)]: u for n, u in entries.items() if n.endswith(label_suffix)}
+    if not images and not labels:
+        raise DataError(
+            f"{root}: no tile pairs found (expected *{image_suffix} with matching *{label_suffix})"
+        )
+    report = CheckReport(root, mapping)
+    for name in sorted(set(images) - set(labels)):
+        report.problems.append(
+            Problem(str(images[name]), "partner", f"no label file {name}{label_suffix} beside it")
+        )
+    for name in sorted(set(labels) - set(images)):
+        report.problems.append(
+            Problem(str(labels[name]), "partner", f"no image file {name}{image_suffix} beside it")
+        )
+    for name in sorted(set(images) & set(labels)):
+        report.pairs += 1
+        tile, problems = _check_pair(name, str(images[name]), str(labels[name]), mapping, bands)
+        if tile is not None:
+            report.tiles.append(tile)
+        report.problems.extend(problems)
+    return report
+
+
+def _pct(fraction: float) -> str:
+    return f"{100 * fraction:.1f}"
+
+
+def print_report(report: CheckReport) -> None:
+    """Prints the tiles table, the totals and every problem.
+
+    Args:
+        report: As returned by :func:`check_folder`.
+    """
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(highlight=False)
+    if not console.is_terminal:
+        console = Console(highlight=False, width=max(console.width, 160))
+    names = report.mapping.names
+    table = Table(title=f"{report.root}: {len(report.tiles)} of {report.pairs} pairs counted")
+    table.add_column("tile")
+    table.add_column("size", justify="right")
+    for column in [*names, "no-data"]:
+        table.add_column(f"{column} %", justify="right")
+    for tile in report.tiles:
+        per_class, nodata = report.fractions(tile.counts)
+        size = f"{tile.width}x{tile.height}" + (" *" if tile.aligned else "")
+        table.add_row(tile.name, size, *[_pct(f) for f in per_class], _pct(nodata))
+    total = report.total_counts()
+    per_class, nodata = report.fractions(total)
+    mpx = sum(t.pixels for t in report.tiles) / 1e6
+    table.add_section()
+    totals = [*(_pct(f) for f in per_class), _pct(nodata)]
+    table.add_row(f"total: {len(report.tiles)} tiles", f"{mpx:.2f} Mpx", *totals)
+    console.print(table)
+    if any(t.aligned for t in report.tiles):
+        console.print("* label on another grid, counted after reprojection onto the image grid")
+    if not report.problems:
+        console.print(f"all {report.pairs} pairs are fine")
+        return
+    errors, warnings = report.errors, report.warnings
+    console.print(
+        f"{len(errors)} problem(s) in {len(report.bad_files)} file(s), {len(warnings)} warning(s):"
+    )
+    order = {kind: i for i, kind in enumerate(KINDS)}
+    for problem in sorted(
+        report.problems, key=lambda p: (not p.fatal, order.get(p.kind, len(KINDS)), p.path)
+    ):
+        level = "error" if problem.fatal else "warning"
+        console.print(
+            f"  {level:<7} {problem.kind:<7} {problem.line()}", markup=False, soft_wrap=True
+        )
+
+
+def run_check(
+    root: str | Path,
+    mapping: ClassMapping,
+    bands: int = 4,
+    image_suffix: str = "_naip.tif",
+    label_suffix: str = "_lc.tif",
+) -> CheckReport:
+    """Runs ``landcover data check``: checks a folder and prints the report.
+
+    Args:
+        root: The data folder.
+        mapping: The class mapping.
+        bands: Expected number of image bands.
+        image_suffix: File-name suffix of the imagery.
+        label_suffix: File-name suffix of the labels.
+
+    Returns:
+        The report, when no problem is fatal.
+
+    Raises:
+        DataError: After printing, if any file has a fatal problem.
+    """
+    report = check_folder(root, mapping, bands, image_suffix, label_suffix)
+    print_report(report)
+    if not report.ok:
+        raise DataError(
+            f"{root}: {len(report.bad_files)} bad file(s) of {report.pairs} pair(s) (listed above)"
+        )
+    return report
