@@ -44,6 +44,9 @@ class DataConfig(_Section):
         max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
         oversample_rare: Probability that a patch is centred on a pixel of a rare class.
         augment: Random flips and 90-degree rotations.
+        fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
+        cache_dir: Optional local folder caching remote (blob) files, so a second run reads
+            them from local disk.
     """
 
     root: str | None = None
@@ -61,6 +64,8 @@ class DataConfig(_Section):
     max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
+    fetch_concurrency: int = Field(8, ge=1)
+    cache_dir: str | None = None
 
     @field_validator("classes", mode="before")
     @classmethod

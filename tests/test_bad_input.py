@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import rasterio
 from rasterio.transform import Affine
+from rasterio.warp import Resampling, calculate_default_transform, reproject
 
 from conftest import assert_one_line_error, run_cli
 
@@ -73,22 +74,54 @@ def test_three_band_image(data: Path, tiny_config: Path, tmp_path: Path) -> None
     assert_one_line_error(result, "synth_002_naip.tif", "has 3 bands, the model expects 4")
 
 
-def test_label_on_another_grid(data: Path, tiny_config: Path, tmp_path: Path) -> None:
+def test_label_that_does_not_overlap_the_image(
+    data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
     label = data / "synth_001_lc.tif"
     with rasterio.open(label) as ds:
         codes, transform = ds.read(), ds.transform
-    _rewrite(label, codes, transform=transform @ Affine.translation(10, 0))
+    _rewrite(label, codes, transform=transform @ Affine.translation(100_000, 0))
     result = _train(data, tiny_config, tmp_path)
-    assert_one_line_error(result, "synth_001_lc.tif", "label grid", "differs from the image grid")
+    assert_one_line_error(result, "synth_001_lc.tif", "does not overlap the image")
 
 
-def test_label_in_another_crs(data: Path, tiny_config: Path, tmp_path: Path) -> None:
+def test_label_without_crs(data: Path, tiny_config: Path, tmp_path: Path) -> None:
     label = data / "synth_001_lc.tif"
     with rasterio.open(label) as ds:
-        codes = ds.read()
-    _rewrite(label, codes, crs="EPSG:32618")
+        codes, transform = ds.read(), ds.transform
+    _rewrite(label, codes, crs=None, transform=transform @ Affine.translation(3, 0))
     result = _train(data, tiny_config, tmp_path)
-    assert_one_line_error(result, "synth_001_lc.tif", "label CRS")
+    assert_one_line_error(result, "synth_001_lc.tif", "no CRS")
+
+
+def test_label_in_another_crs_is_reprojected(data: Path, tiny_config: Path, tmp_path: Path) -> None:
+    """Labels in Albers (like the Bay-wide files) are brought onto the image grid, nearest."""
+    label = data / "synth_001_lc.tif"
+    with rasterio.open(label) as ds:
+        codes, src_crs, src_transform, profile = ds.read(1), ds.crs, ds.transform, ds.profile
+        dst_transform, width, height = calculate_default_transform(
+            src_crs, "EPSG:5070", ds.width, ds.height, *ds.bounds
+        )
+    albers = np.full((height, width), 15, dtype=np.uint8)
+    reproject(
+        codes,
+        albers,
+        src_transform=src_transform,
+        src_crs=src_crs,
+        dst_transform=dst_transform,
+        dst_crs="EPSG:5070",
+        resampling=Resampling.nearest,
+    )
+    label.unlink()
+    profile.update(
+        crs="EPSG:5070", transform=dst_transform, width=width, height=height, tiled=False
+    )
+    profile.pop("blockxsize", None)
+    profile.pop("blockysize", None)
+    with rasterio.open(label, "w", **profile) as ds:
+        ds.write(albers, 1)
+    result = _train(data, tiny_config, tmp_path)
+    assert result.returncode == 0, result.stderr
 
 
 def test_file_that_is_not_a_geotiff(data: Path, tiny_config: Path, tmp_path: Path) -> None:

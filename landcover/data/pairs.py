@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import csv
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
+from landcover import storage
 from landcover.config import DataConfig
 from landcover.errors import DataError
 
@@ -26,24 +28,25 @@ class TilePair:
 
 
 def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[TilePair]:
-    """Finds ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs in a folder.
+    """Finds ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs in a folder or prefix.
 
     Args:
-        root: The folder.
+        root: A folder (local disk or NFS mount) or a blob URL (``az://container/prefix``).
         image_suffix: File-name suffix of the imagery, e.g. ``_naip.tif``.
         label_suffix: File-name suffix of the labels, e.g. ``_lc.tif``.
 
     Returns:
-        The pairs, sorted by name.
+        The pairs, sorted by name; paths keep the form of ``root``.
 
     Raises:
         DataError: If the folder is missing, a file has no partner, or there are no pairs.
+        StorageError: If listing a remote folder fails.
     """
-    folder = Path(root)
-    if not folder.is_dir():
+    if not storage.exists(root) or storage.is_file(root):
         raise DataError(f"{root}: data folder not found")
-    images = {p.name[: -len(image_suffix)]: p for p in folder.glob(f"*{image_suffix}")}
-    labels = {p.name[: -len(label_suffix)]: p for p in folder.glob(f"*{label_suffix}")}
+    entries = {storage.name(url): url for url in storage.listdir(root)}
+    images = {n[: -len(image_suffix)]: u for n, u in entries.items() if n.endswith(image_suffix)}
+    labels = {n[: -len(label_suffix)]: u for n, u in entries.items() if n.endswith(label_suffix)}
     for name in sorted(set(images) - set(labels)):
         raise DataError(f"{images[name]}: no label file {name}{label_suffix} beside it")
     for name in sorted(set(labels) - set(images)):
@@ -52,7 +55,7 @@ def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[Tile
         raise DataError(
             f"{root}: no tile pairs found (expected *{image_suffix} with matching *{label_suffix})"
         )
-    return [TilePair(n, str(images[n]), str(labels[n])) for n in sorted(images)]
+    return [TilePair(n, images[n], labels[n]) for n in sorted(images)]
 
 
 def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
@@ -67,11 +70,11 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
     Raises:
         DataError: If the manifest is missing, malformed, or lists no pairs.
     """
-    manifest = Path(path)
-    if not manifest.is_file():
+    if not storage.is_file(path):
         raise DataError(f"{path}: manifest not found")
     rows: list[tuple[TilePair, str | None]] = []
-    with manifest.open(newline="") as handle:
+    folder = path.rsplit("/", 1)[0] if "/" in path else "."
+    with io.StringIO(storage.read_bytes(path).decode()) as handle:
         reader = csv.DictReader(handle)
         if not reader.fieldnames or not {"image", "label"} <= set(reader.fieldnames):
             raise DataError(f"{path}: manifest needs the columns image,label[,split]")
@@ -82,13 +85,18 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
             split = (row.get("split") or "").strip() or None
             if split not in (None, "train", "val"):
                 raise DataError(f"{path}: line {line}: split must be train or val, not {split!r}")
-            image_path = manifest.parent / image
-            label_path = manifest.parent / label
             name = Path(image).name.rsplit(".", 1)[0]
-            rows.append((TilePair(name, str(image_path), str(label_path)), split))
+            rows.append((TilePair(name, _resolve(folder, image), _resolve(folder, label)), split))
     if not rows:
         raise DataError(f"{path}: manifest lists no pairs")
     return rows
+
+
+def _resolve(folder: str, path: str) -> str:
+    """A manifest entry: absolute paths and URLs as they are, others relative to the manifest."""
+    if storage.is_remote(path) or Path(path).is_absolute():
+        return path
+    return storage.join(folder, path)
 
 
 def split_pairs(data: DataConfig, root: str) -> tuple[list[TilePair], list[TilePair]]:

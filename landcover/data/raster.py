@@ -1,21 +1,31 @@
 """Reading image/label tile pairs from GeoTIFF into memory, with the checks users need.
 
 Every problem with a file becomes a :class:`~landcover.errors.DataError` whose message names
-the file and the problem: wrong band count or dtype, a label on another grid, an unreadable or
-truncated file, or label codes outside the class mapping.
+the file and the problem: wrong band count or dtype, a label that cannot be brought onto the
+image's grid, an unreadable or truncated file, or label codes outside the class mapping. Labels
+on another grid or CRS than the imagery are reprojected onto it (nearest neighbour).
 """
 
 from __future__ import annotations
 
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import rasterio
-from rasterio.errors import RasterioError
+from rasterio.errors import NodataShadowWarning, RasterioError
+from rasterio.io import MemoryFile
 
 from landcover.classes import IGNORE_INDEX, ClassMapping
+from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
 from landcover.errors import DataError
+
+# NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
+# the nodata value, which is what rasterio warns about.
+warnings.filterwarnings("ignore", category=NodataShadowWarning)
 
 
 @dataclass
@@ -43,26 +53,48 @@ def _open_error(path: str, exc: Exception) -> DataError:
     return DataError(f"{path}: not a readable GeoTIFF ({reason})")
 
 
-def open_raster(path: str) -> rasterio.io.DatasetReader:
-    """Opens a raster, turning every failure into a one-line :class:`DataError`.
+@contextmanager
+def open_raster(path: str, data: bytes | None = None) -> Iterator[rasterio.io.DatasetReader]:
+    """Opens a raster from a path, a URL or bytes; every failure is a one-line DataError.
+
+    Remote URLs (``az://``, ``abfs://``, ``memory://``) are read into memory first (through
+    :mod:`landcover.storage`) and opened as an in-memory file.
 
     Args:
-        path: The file.
+        path: The file or URL (named in messages).
+        data: The file's bytes, if already fetched.
 
-    Returns:
-        The open dataset (the caller closes it).
+    Yields:
+        The open dataset (closed on exit).
 
     Raises:
         DataError: If the file is missing, unreadable, or not a raster.
     """
+    from landcover import storage
+
+    memfile = None
     try:
-        open(path, "rb").close()
-    except OSError:
-        raise DataError(f"{path}: file not found or not readable") from None
-    try:
-        return rasterio.open(path)
+        if data is None and storage.is_remote(path):
+            data = storage.read_bytes(path)
+        if data is not None:
+            memfile = MemoryFile(data)
+            ds = memfile.open()
+        else:
+            try:
+                open(path, "rb").close()
+            except OSError:
+                raise DataError(f"{path}: file not found or not readable") from None
+            ds = rasterio.open(path)
     except RasterioError as exc:
+        if memfile is not None:
+            memfile.close()
         raise _open_error(path, exc) from None
+    try:
+        yield ds
+    finally:
+        ds.close()
+        if memfile is not None:
+            memfile.close()
 
 
 def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
@@ -82,35 +114,6 @@ def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
 
 
-def check_grids(
-    pair: TilePair, img: rasterio.io.DatasetReader, lab: rasterio.io.DatasetReader
-) -> None:
-    """Checks that a label raster lies on exactly the image's grid (CRS, transform, size).
-
-    Args:
-        pair: The pair, for the messages.
-        img: The open image.
-        lab: The open label raster.
-
-    Raises:
-        DataError: If the label has several bands or lies on another grid.
-    """
-    if lab.count != 1:
-        raise DataError(f"{pair.label}: label raster has {lab.count} bands, expected 1")
-    if img.crs != lab.crs:
-        raise DataError(
-            f"{pair.label}: label CRS {lab.crs} differs from the image's {img.crs} ({pair.image})"
-        )
-    if (img.width, img.height) != (lab.width, lab.height) or not img.transform.almost_equals(
-        lab.transform, precision=1e-6
-    ):
-        raise DataError(
-            f"{pair.label}: label grid ({lab.width}x{lab.height}, origin {lab.transform.c:.2f},"
-            f"{lab.transform.f:.2f}) differs from the image grid ({img.width}x{img.height}, "
-            f"origin {img.transform.c:.2f},{img.transform.f:.2f}) of {pair.image}"
-        )
-
-
 def _image_nodata_mask(ds: rasterio.io.DatasetReader, image: np.ndarray) -> np.ndarray | None:
     """Returns a boolean (H, W) mask of pixels where the image has no data, if it declares any."""
     if ds.nodata is None:
@@ -118,13 +121,21 @@ def _image_nodata_mask(ds: rasterio.io.DatasetReader, image: np.ndarray) -> np.n
     return np.all(image == ds.nodata, axis=-1)
 
 
-def read_pair(pair: TilePair, mapping: ClassMapping, bands: int) -> TileArrays:
+def read_pair(
+    pair: TilePair,
+    mapping: ClassMapping,
+    bands: int,
+    image_bytes: bytes | None = None,
+    label_bytes: bytes | None = None,
+) -> TileArrays:
     """Reads a tile pair into memory and encodes its labels as class indices.
 
     Args:
         pair: The tile pair.
         mapping: The class mapping; label codes outside it are an error.
         bands: Expected number of image bands.
+        image_bytes: The image file's bytes, if already fetched.
+        label_bytes: The label file's bytes, if already fetched.
 
     Returns:
         The tile in memory; pixels with image no-data or ignored label codes get
@@ -132,25 +143,20 @@ def read_pair(pair: TilePair, mapping: ClassMapping, bands: int) -> TileArrays:
 
     Raises:
         DataError: If a file is missing, unreadable, truncated, has the wrong band count or
-            dtype, lies on another grid, or holds unknown label codes.
+            dtype, holds unknown label codes, or the label cannot be brought onto the image's
+            grid (labels on another grid or CRS are reprojected, nearest neighbour).
     """
-    img_ds = open_raster(pair.image)
-    try:
-        lab_ds = open_raster(pair.label)
-    except DataError:
-        img_ds.close()
-        raise
-    with img_ds, lab_ds:
+    with (
+        open_raster(pair.image, image_bytes) as img_ds,
+        open_raster(pair.label, label_bytes) as lab_ds,
+    ):
         check_image(img_ds, pair.image, bands)
-        check_grids(pair, img_ds, lab_ds)
+        check_alignable(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
         try:
             image = np.ascontiguousarray(np.moveaxis(img_ds.read(), 0, -1))
         except RasterioError as exc:
             raise DataError(f"{pair.image}: corrupt or truncated GeoTIFF ({exc})") from None
-        try:
-            codes = lab_ds.read(1)
-        except RasterioError as exc:
-            raise DataError(f"{pair.label}: corrupt or truncated GeoTIFF ({exc})") from None
+        codes = label_on_image_grid(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
         nodata = _image_nodata_mask(img_ds, image)
     unknown = mapping.unknown_codes(codes)
     if unknown:
@@ -176,9 +182,10 @@ def inspect_pair(pair: TilePair, bands: int) -> tuple[int, int]:
         The tile's ``(height, width)``.
 
     Raises:
-        DataError: If a file is missing or unreadable, or the headers disagree.
+        DataError: If a file is missing or unreadable, has the wrong bands, or the label
+            cannot be brought onto the image's grid.
     """
     with open_raster(pair.image) as img, open_raster(pair.label) as lab:
         check_image(img, pair.image, bands)
-        check_grids(pair, img, lab)
+        check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         return img.height, img.width

@@ -12,18 +12,18 @@ import io
 import json
 import logging
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from rasterio.windows import Window
 
+from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
+from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
-from landcover.data.raster import check_grids, open_raster
+from landcover.data.raster import open_raster
 from landcover.errors import DataError
-from landcover.fileio import atomic_write_bytes
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
 from landcover.inference.sliding import SlidingWindowPredictor
@@ -53,7 +53,7 @@ def tile_confusion(
     total = torch.zeros((k, k), dtype=torch.int64)
     with open_raster(pair.image) as img, open_raster(pair.label) as lab:
         check_bands(img, pair.image, im.bands)
-        check_grids(pair, img, lab)
+        check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         width = img.width
 
         def read_rows(a: int, b: int) -> np.ndarray:
@@ -63,7 +63,9 @@ def tile_confusion(
 
         for row, probs in predictor.iter_strips(read_rows, img.height, width):
             window = Window(0, row, width, probs.shape[1])
-            codes = lab.read(1, window=window)
+            codes = label_on_image_grid(
+                lab, img, window, label_name=pair.label, image_name=pair.image
+            )
             unknown = mapping.unknown_codes(codes)
             if unknown:
                 raise DataError(
@@ -75,29 +77,29 @@ def tile_confusion(
     return total.numpy()
 
 
-def write_confusion_csv(confusion: np.ndarray, names: list[str], path: Path) -> None:
+def write_confusion_csv(confusion: np.ndarray, names: list[str], path: str) -> None:
     """Writes the confusion matrix as CSV (rows true, columns predicted, pixel counts).
 
     Args:
         confusion: ``(K, K)`` counts.
         names: Class names.
-        path: Destination (written atomically).
+        path: Destination path or URL (written atomically).
     """
     buffer = io.StringIO()
     writer = csv.writer(buffer)
     writer.writerow(["true \\ predicted", *names])
     for name, row in zip(names, confusion, strict=True):
         writer.writerow([name, *(int(v) for v in row)])
-    atomic_write_bytes(path, buffer.getvalue().encode())
+    storage.write_bytes(path, buffer.getvalue().encode())
 
 
-def plot_confusion(confusion: np.ndarray, names: list[str], path: Path) -> None:
+def plot_confusion(confusion: np.ndarray, names: list[str], path: str) -> None:
     """Writes a row-normalised confusion matrix heat map labelled with class names.
 
     Args:
         confusion: ``(K, K)`` counts.
         names: Class names.
-        path: Destination PNG (written atomically).
+        path: Destination PNG path or URL (written atomically).
     """
     import matplotlib
 
@@ -130,18 +132,18 @@ def plot_confusion(confusion: np.ndarray, names: list[str], path: Path) -> None:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=100)
     plt.close(fig)
-    atomic_write_bytes(path, buffer.getvalue())
+    storage.write_bytes(path, buffer.getvalue())
 
 
 def evaluate_pairs(
-    pairs: list[TilePair], im: InferenceModel, out: Path, overlap: int | None, batch_size: int
+    pairs: list[TilePair], im: InferenceModel, out: str, overlap: int | None, batch_size: int
 ) -> dict[str, Any]:
     """Evaluates a model on labelled tiles and writes the metrics files.
 
     Args:
         pairs: The labelled tiles.
         im: The loaded model.
-        out: Output folder.
+        out: Output folder: a path or a blob URL.
         overlap: Window overlap (default: a quarter of the patch size).
         batch_size: Windows per forward pass.
 
@@ -182,10 +184,9 @@ def evaluate_pairs(
             "seconds": time.perf_counter() - start,
         }
     )
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write_bytes(out / "metrics.json", json.dumps(metrics, indent=2).encode())
-    write_confusion_csv(total, mapping.names, out / "confusion.csv")
-    plot_confusion(total, mapping.names, out / "confusion.png")
+    storage.write_bytes(storage.join(out, "metrics.json"), json.dumps(metrics, indent=2).encode())
+    write_confusion_csv(total, mapping.names, storage.join(out, "confusion.csv"))
+    plot_confusion(total, mapping.names, storage.join(out, "confusion.png"))
     return metrics
 
 
@@ -221,7 +222,7 @@ def print_metrics_table(metrics: dict[str, Any]) -> None:
 
 
 def run_evaluate(
-    checkpoint: str, data: str, out: Path, overlap: int | None, batch_size: int, device: str
+    checkpoint: str, data: str, out: str, overlap: int | None, batch_size: int, device: str
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -249,7 +250,5 @@ def run_evaluate(
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
     metrics = evaluate_pairs(pairs, im, out, overlap, batch_size)
     print_metrics_table(metrics)
-    log.info(
-        "wrote %s, %s and %s", out / "metrics.json", out / "confusion.csv", out / "confusion.png"
-    )
+    log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)
     return metrics

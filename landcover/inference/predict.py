@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import glob
 import logging
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +20,7 @@ import numpy as np
 import rasterio
 from rasterio.windows import Window
 
+from landcover import storage
 from landcover.data.raster import open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel, load_inference_model
@@ -34,7 +36,7 @@ class PredictOptions:
     """How to predict.
 
     Attributes:
-        out: Output folder.
+        out: Output folder: a path or a blob URL.
         overlap: Window overlap in pixels (default: a quarter of the patch size).
         batch_size: Windows per forward pass.
         prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
@@ -42,7 +44,7 @@ class PredictOptions:
         log_every_s: Seconds between progress lines.
     """
 
-    out: Path
+    out: str
     overlap: int | None = None
     batch_size: int = 16
     prob_dtype: str = "uint8"
@@ -65,7 +67,9 @@ def expand_tiles(patterns: list[str]) -> list[str]:
     tiles: list[str] = []
     for pattern in patterns:
         if glob.has_magic(pattern):
-            matches = sorted(glob.glob(pattern))
+            matches = sorted(
+                storage.glob(pattern) if storage.is_remote(pattern) else glob.glob(pattern)
+            )
             if not matches:
                 raise DataError(f"{pattern}: no files match")
             tiles.extend(matches)
@@ -98,32 +102,61 @@ GDAL_CACHE_MB = 256
 
 
 def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict[str, Any]:
-    """Predicts one tile and writes its maps.
+    """Predicts one tile and writes its maps; the tile and the output folder may be blob URLs.
+
+    A remote tile is downloaded to a local scratch file first (windowed reads need a file);
+    maps for a remote folder are made in a local scratch folder and each uploaded whole (one
+    block-blob commit, so a reader never sees a partial map).
 
     Args:
-        tile: The image file.
+        tile: The image: a path or URL.
         im: The loaded model.
-        options: Output folder and settings.
+        options: Output folder (path or URL) and settings.
 
     Returns:
         A summary: paths, size, seconds and megapixels per second.
 
     Raises:
         DataError: If the tile is missing, not a raster, or has the wrong bands.
+        StorageError: If a download or upload fails after bounded retries.
     """
+    out = str(options.out)
+    if not storage.is_remote(tile) and not storage.is_remote(out):
+        return _predict_local(tile, tile, im, options, Path(out))
+    with tempfile.TemporaryDirectory(prefix="landcover-predict-") as work:
+        local_tile = tile
+        if storage.is_remote(tile):
+            if not storage.is_file(tile):
+                raise DataError(f"{tile}: file not found")
+            local_tile = str(Path(work, "input", storage.name(tile)))
+            storage.download_file(tile, local_tile)
+        local_out = Path(work, "out") if storage.is_remote(out) else Path(out)
+        summary = _predict_local(tile, local_tile, im, options, local_out)
+        if storage.is_remote(out):
+            for key in ("class", "prob", "preview"):
+                if summary[key] is not None:
+                    url = storage.join(out, Path(summary[key]).name)
+                    storage.upload_file(summary[key], url)
+                    summary[key] = url
+        return summary
+
+
+def _predict_local(
+    tile: str, local_tile: str, im: InferenceModel, options: PredictOptions, out: Path
+) -> dict[str, Any]:
+    """Predicts a local tile file into a local folder (``tile`` names it in tags and logs)."""
     start = time.perf_counter()
     cfg = im.config
     patch = cfg.data.patch_size
     overlap = options.overlap if options.overlap is not None else patch // 4
     if not 0 <= overlap < patch // 2:
         raise DataError(f"--overlap {overlap}: must be between 0 and {patch // 2 - 1}")
-    stem = Path(tile).name.rsplit(".", 1)[0]
-    out = Path(options.out)
+    stem = storage.name(tile).rsplit(".", 1)[0]
     class_dst, prob_dst = out / f"{stem}_class.tif", out / f"{stem}_prob.tif"
     predictor = SlidingWindowPredictor(
         im.model, patch, overlap, options.batch_size, im.prepare, im.device, im.autocast_dtype
     )
-    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(tile) as src:
+    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
         check_bands(src, tile, im.bands)
         height, width = src.height, src.width
         log.info(
@@ -169,7 +202,7 @@ def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict
                 writer.close()
     preview = out / f"{stem}_preview.png"
     if options.preview:
-        write_preview(tile, class_dst, im.mapping, preview)
+        write_preview(local_tile, class_dst, im.mapping, preview)
     seconds = time.perf_counter() - start
     mpx = height * width / 1e6
     log.info(
@@ -270,6 +303,10 @@ def run_predict(
     state = load_checkpoint(checkpoint)
     bands = len(state["config"]["data"]["bands"])
     for tile in tiles:
+        if storage.is_remote(tile):  # checked when downloaded, not fetched twice
+            if not storage.is_file(tile):
+                raise DataError(f"{tile}: file not found")
+            continue
         with open_raster(tile) as src:
             check_bands(src, tile, bands)
     workers = min(workers, len(tiles))

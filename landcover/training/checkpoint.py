@@ -16,15 +16,10 @@ from typing import Any
 import torch
 
 from landcover.errors import CheckpointError
-from landcover.fileio import atomic_write_bytes, remove_stale_temporaries
+from landcover.training.runfolder import RunFolder
 
 FORMAT = "landcover-checkpoint"
 FORMAT_VERSION = 1
-
-
-def checkpoint_dir(out: str | Path) -> Path:
-    """The checkpoint folder of a run folder."""
-    return Path(out) / "checkpoints"
 
 
 def rng_state() -> dict[str, Any]:
@@ -109,48 +104,50 @@ def serialize(state: dict[str, Any]) -> bytes:
 
 
 def write_epoch_checkpoints(
-    out: str | Path, state: dict[str, Any], epoch: int, is_best: bool, keep_last: int
+    folder: RunFolder, state: dict[str, Any], epoch: int, is_best: bool, keep_last: int
 ) -> None:
-    """Writes ``epoch-NNNN.pt``, ``last.pt`` and (if best) ``best.pt`` atomically.
+    """Writes ``epoch-NNNN.pt``, ``last.pt`` and (if best) ``best.pt``, each atomically.
 
     Older per-epoch files beyond ``keep_last`` are removed after the new ones are in place.
 
     Args:
-        out: The run folder.
+        folder: The run folder (local or remote).
         state: The checkpoint.
         epoch: Completed epochs.
         is_best: Whether this is the best validation mIoU so far.
         keep_last: Per-epoch checkpoints to keep.
     """
-    folder = checkpoint_dir(out)
     data = serialize(state)
     if keep_last > 0:
-        atomic_write_bytes(folder / f"epoch-{epoch:04d}.pt", data)
-    atomic_write_bytes(folder / "last.pt", data)
+        folder.write_checkpoint(f"epoch-{epoch:04d}.pt", data)
+    folder.write_checkpoint("last.pt", data)
     if is_best:
-        atomic_write_bytes(folder / "best.pt", data)
-    epochs = sorted(folder.glob("epoch-*.pt"))
+        folder.write_checkpoint("best.pt", data)
+    epochs = [n for n in folder.checkpoint_names() if n.startswith("epoch-")]
     for old in epochs[: max(0, len(epochs) - keep_last)]:
-        old.unlink(missing_ok=True)
+        folder.remove_checkpoint(old)
 
 
 def load_checkpoint(path: str | Path) -> dict[str, Any]:
     """Loads a landcover checkpoint safely (``weights_only=True``) onto the CPU.
 
     Args:
-        path: The checkpoint file.
+        path: The checkpoint: a path or a blob URL.
 
     Returns:
         The checkpoint dict.
 
     Raises:
         CheckpointError: If the file is missing, corrupt, or not a landcover checkpoint.
+        StorageError: If reading a remote checkpoint fails after bounded retries.
     """
-    path = Path(path)
-    if not path.is_file():
+    from landcover import storage
+
+    if not storage.is_file(path):
         raise CheckpointError(f"{path}: checkpoint not found")
+    data = storage.read_bytes(path)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for corrupt or foreign files
         reason = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
         raise CheckpointError(f"{path}: not a loadable checkpoint ({reason})") from None
@@ -164,16 +161,15 @@ def load_checkpoint(path: str | Path) -> dict[str, Any]:
     return state
 
 
-def find_resume_checkpoint(out: str | Path) -> Path | None:
-    """Returns the run's ``last.pt`` if there is one, after removing stale temporaries.
+def find_resume_checkpoint(folder: RunFolder) -> str | None:
+    """Returns the run's ``last.pt`` if there is one (stale temporaries removed first).
 
     Args:
-        out: The run folder.
+        folder: The run folder.
 
     Returns:
-        The path, or ``None`` for a fresh run.
+        Its path or URL, or ``None`` for a fresh run.
     """
-    folder = checkpoint_dir(out)
-    remove_stale_temporaries(folder)
-    last = folder / "last.pt"
-    return last if last.is_file() else None
+    return (
+        folder.url_of("checkpoints", "last.pt") if "last.pt" in folder.checkpoint_names() else None
+    )

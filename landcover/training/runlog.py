@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from landcover.fileio import atomic_write_bytes
+from landcover.training.runfolder import RunFolder
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -32,14 +33,17 @@ class RunLog:
     interrupted attempt), so ``metrics.jsonl`` always matches the checkpoints.
 
     Args:
-        out: The run folder.
+        folder: The run folder (files of a remote run are uploaded after each epoch).
         resume_epoch: Completed epochs of the checkpoint resumed from (0 for a fresh run).
     """
 
-    def __init__(self, out: str | Path, resume_epoch: int) -> None:
+    def __init__(self, folder: RunFolder, resume_epoch: int) -> None:
         from torch.utils.tensorboard import SummaryWriter
 
-        self.out = Path(out)
+        self.folder = folder
+        self.out = folder.local
+        if resume_epoch > 0:
+            folder.pull("metrics.jsonl")
         self.metrics_path = self.out / "metrics.jsonl"
         kept = [r for r in read_metrics(self.metrics_path) if r["epoch"] <= resume_epoch]
         self.records = kept
@@ -68,6 +72,7 @@ class RunLog:
                 self.writer.add_scalar(f"val_iou/{name}", iou, step)
         self.writer.flush()
         self.plot_curves()
+        self.folder.publish("metrics.jsonl", "curves.png", "tensorboard")
 
     def plot_curves(self) -> None:
         """Writes ``curves.png``: training loss and validation mIoU per epoch."""

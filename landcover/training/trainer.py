@@ -13,7 +13,6 @@ import math
 import os
 import time
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,6 +50,7 @@ from landcover.training.checkpoint import (
 from landcover.training.losses import SegmentationLoss
 from landcover.training.metrics import metrics_from_confusion
 from landcover.training.progress import Progress
+from landcover.training.runfolder import RunFolder
 from landcover.training.runlog import RunLog
 from landcover.training.schedule import lr_at
 from landcover.training.validate import validation_confusion
@@ -137,7 +137,7 @@ class Trainer:
         self.config = config
         self.env = env
         config.run.workers = env.world_size  # as launched (an external launcher may differ)
-        self.out = Path(config.run.out)
+        self.folder = RunFolder(config.run.out)
         self.mapping = config.data.classes
         self.device = resolve_device(config.run.device, env)
         cuda = self.device.type == "cuda"
@@ -154,19 +154,32 @@ class Trainer:
         train_pairs, val_pairs = split_pairs(cfg, root)
         bands = len(cfg.bands)
         mine = shard(train_pairs, env.rank, env.world_size)
-        tiles, report = load_tiles(mine, self.mapping, bands)
+        fetch = {"concurrency": cfg.fetch_concurrency, "cache_dir": cfg.cache_dir}
         log.info(
-            "rank %d/%d holds %d of %d training tiles [%s]: %.1f MB in %.2f s",
+            "rank %d/%d fetching its %d training tiles (%d files) from %s",
+            env.rank,
+            env.world_size,
+            len(mine),
+            2 * len(mine),
+            root,
+        )
+        tiles, report = load_tiles(mine, self.mapping, bands, **fetch)
+        log.info(
+            "rank %d/%d holds %d of %d training tiles [%s]: fetched %d bytes in %.2f s "
+            "(%.1f MB/s), %.1f MB in memory after %.2f s",
             env.rank,
             env.world_size,
             len(tiles),
             len(train_pairs),
             ", ".join(report.tiles),
+            report.file_bytes,
+            report.fetch_seconds,
+            report.fetch_mb_per_s,
             report.megabytes,
             report.seconds,
         )
         self.val_tiles, val_report = load_tiles(
-            val_pairs[env.rank :: env.world_size], self.mapping, bands
+            val_pairs[env.rank :: env.world_size], self.mapping, bands, **fetch
         )
         log.info(
             "rank %d/%d holds %d of %d validation tiles [%s]: %.1f MB in %.2f s",
@@ -211,7 +224,7 @@ class Trainer:
         self.criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
 
     def _resume(self) -> tuple[int, float]:
-        path = find_resume_checkpoint(self.out)
+        path = find_resume_checkpoint(self.folder)
         if path is None:
             return 0, -1.0
         state = load_checkpoint(path)
@@ -313,8 +326,8 @@ class Trainer:
         """
         cfg, env = self.config, self.env
         if env.is_main:
-            self.out.mkdir(parents=True, exist_ok=True)
-            save_config(cfg, self.out / "config.yaml")
+            save_config(cfg, self.folder.path("config.yaml"))
+            self.folder.publish("config.yaml")
         self._load_data()
         self._build_model()
         start_epoch, best = self._resume()
@@ -339,7 +352,7 @@ class Trainer:
             self.device,
             " bf16" if self.autocast_dtype else "",
         )
-        runlog = RunLog(self.out, start_epoch) if env.is_main else None
+        runlog = RunLog(self.folder, start_epoch) if env.is_main else None
         progress = Progress(env.is_main, cfg.run.log_every_s, cfg.optim.epochs)
         record: dict[str, Any] = {}
         try:
@@ -371,7 +384,7 @@ class Trainer:
                 }
                 if runlog is not None:
                     write_epoch_checkpoints(
-                        self.out,
+                        self.folder,
                         self._checkpoint_state(done, best, record),
                         done,
                         is_best,
@@ -394,11 +407,13 @@ class Trainer:
                         val_s,
                         " *best*" if is_best else "",
                     )
+                self.folder.publish(f"logs/rank{env.rank}.log")
                 barrier()
             self._verify_replicas()
         finally:
             if runlog is not None:
                 runlog.close()
+        self.folder.publish(f"logs/rank{env.rank}.log")
         return record
 
     def _verify_replicas(self) -> None:
@@ -427,7 +442,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     Returns:
         The last epoch's metrics record.
     """
-    setup_logging(env, config.run.out)
+    setup_logging(env, RunFolder(config.run.out).local)
     threads = config.run.threads_per_worker or max(1, (os.cpu_count() or 1) // env.local_world_size)
     torch.set_num_threads(threads)
     backend = config.run.backend
