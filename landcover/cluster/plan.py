@@ -1,0 +1,332 @@
+"""Planning a distributed run: nodes, processes, batch, learning rate and data per worker.
+
+:func:`make_plan` turns ``cluster.json``, a worker count, a config and a data folder into a
+:class:`ClusterPlan` (numbers a test or a notebook can use); :func:`plan_lines` renders it
+for ``landcover cluster plan``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from landcover import storage
+from landcover.cluster.spec import ClusterSpec
+from landcover.cluster.vmsizes import VmSize, current_sizes
+from landcover.config import Config
+from landcover.data.pairs import TilePair, split_pairs
+from landcover.data.sample import data_root
+from landcover.data.sharding import shard
+from landcover.errors import ConfigError
+from landcover.training.schedule import scaled_lr
+
+
+@dataclass(frozen=True)
+class WorkerShare:
+    """One worker's share of the training tiles.
+
+    Attributes:
+        rank: The worker's rank.
+        tiles: Tile pairs it holds.
+        bytes: Size of those files (image + label) on disk or in blob storage.
+    """
+
+    rank: int
+    tiles: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class DataPlan:
+    """The training data and how it is dealt to the workers.
+
+    Attributes:
+        root: The data folder (or manifest's folder).
+        tiles: Training tile pairs.
+        bytes: Size of the training files (image + label).
+        val_tiles: Validation tile pairs (held out, dealt separately).
+        shares: Each worker's share, by rank.
+    """
+
+    root: str
+    tiles: int
+    bytes: int
+    val_tiles: int
+    shares: list[WorkerShare]
+
+    @property
+    def tiles_shared(self) -> bool:
+        """Whether there are more workers than tiles, so some tiles are held by several."""
+        return len(self.shares) > self.tiles
+
+
+@dataclass(frozen=True)
+class ClusterPlan:
+    """How a run of ``workers`` processes lays out on a cluster.
+
+    Attributes:
+        vm: The VM size.
+        workers: Worker processes (one per GPU).
+        nodes: Nodes needed: ``ceil(workers / GPUs per node)``.
+        processes_per_node: Processes on each full node.
+        last_node_processes: Processes on the last node.
+        idle_slots: GPUs left idle on the last node.
+        target_node_count: ``targetNodeCount`` from cluster.json.
+        vm_priority: ``dedicated`` or ``lowpriority``.
+        batch_size: Samples per worker per step (``optim.batch_size``).
+        global_batch: ``workers x batch_size``.
+        base_lr: ``optim.lr`` (at ``optim.ref_batch``).
+        peak_lr: The learning rate after warm-up (the linear scaling rule).
+        warmup_epochs: Epochs of warm-up to the peak.
+        samples_per_epoch: Global samples per epoch.
+        steps_per_epoch: Steps each worker takes per epoch.
+        data: The training data and its shares, if computed.
+        warnings: Lines to show as warnings (retired size, idle GPUs, ...).
+        predicted_epoch_s: Predicted epoch time in seconds: the hook for an epoch-time model
+            (fill it with ``dataclasses.replace(plan, predicted_epoch_s=...)``); ``None``
+            until one is available, and then not shown.
+    """
+
+    vm: VmSize
+    workers: int
+    nodes: int
+    processes_per_node: int
+    last_node_processes: int
+    idle_slots: int
+    target_node_count: int
+    vm_priority: str
+    batch_size: int
+    global_batch: int
+    base_lr: float
+    peak_lr: float
+    warmup_epochs: float
+    samples_per_epoch: int
+    steps_per_epoch: int
+    data: DataPlan | None = None
+    warnings: list[str] = field(default_factory=list)
+    predicted_epoch_s: float | None = None
+
+    @property
+    def target_suffices(self) -> bool:
+        """Whether ``targetNodeCount`` gives enough nodes for the workers."""
+        return self.target_node_count >= self.nodes
+
+    @property
+    def gpus(self) -> int:
+        """GPUs on the nodes used (busy and idle)."""
+        return self.nodes * self.vm.gpus
+
+
+def node_layout(workers: int, gpus_per_node: int) -> tuple[int, int, int, int]:
+    """Lays workers out one per GPU on as few nodes as possible.
+
+    Args:
+        workers: Worker processes (>= 1).
+        gpus_per_node: GPUs on each node (>= 1).
+
+    Returns:
+        ``(nodes, processes per full node, processes on the last node, idle GPUs)``.
+    """
+    nodes = math.ceil(workers / gpus_per_node)
+    per_node = min(workers, gpus_per_node)
+    last = workers - (nodes - 1) * gpus_per_node
+    return nodes, per_node, last, nodes * gpus_per_node - workers
+
+
+def _file_sizes(pairs: list[TilePair], root: str) -> dict[str, int]:
+    """Sizes of the pairs' files: one listing of ``root``, ``stat`` for files elsewhere."""
+    prefix = root.rstrip("/") + "/"
+    listed: dict[str, int] = {}
+    with contextlib.suppress(storage.StorageError):  # not a folder: stat each file
+        listed = {prefix + rel: size for rel, size in storage.list_files(root)}
+    files = [f for p in pairs for f in (p.image, p.label)]
+    return {f: listed[f] if f in listed else storage.stat(f).size for f in files}
+
+
+def data_plan(config: Config, workers: int, root: str) -> DataPlan:
+    """Finds the training tiles and deals them to ``workers`` as training does.
+
+    Args:
+        config: The configuration (its ``data`` section says how to find the pairs).
+        workers: Worker count.
+        root: The data folder.
+
+    Returns:
+        The training data and each worker's share.
+
+    Raises:
+        DataError: If the folder has no pairs.
+        StorageError: If listing or reading sizes fails.
+    """
+    train, val = split_pairs(config.data, root)
+    sizes = _file_sizes(train, root)
+    pair_bytes = [sizes[p.image] + sizes[p.label] for p in train]
+    index = list(range(len(train)))
+    shares = []
+    for rank in range(workers):
+        mine = shard(index, rank, workers)
+        shares.append(WorkerShare(rank, len(mine), sum(pair_bytes[i] for i in mine)))
+    return DataPlan(root, len(train), sum(pair_bytes), len(val), shares)
+
+
+def make_plan(
+    cluster: ClusterSpec,
+    workers: int,
+    config: Config,
+    data: str | None = None,
+    with_data: bool = True,
+) -> ClusterPlan:
+    """Plans a run of ``workers`` processes on the cluster described by ``cluster.json``.
+
+    Args:
+        cluster: The validated cluster.json.
+        workers: Worker processes, one per GPU (>= 1).
+        config: The run's configuration (batch size, learning rate, data settings).
+        data: The data folder; default: ``data.root`` from the config, else the built-in
+            sample.
+        with_data: Compute each worker's share of the training data (lists the folder).
+
+    Returns:
+        The plan.
+
+    Raises:
+        ConfigError: If ``workers`` is below 1.
+        DataError: If the data folder has no pairs.
+        StorageError: If the data cannot be listed.
+    """
+    if workers < 1:
+        raise ConfigError(f"--workers must be at least 1, not {workers}")
+    vm = cluster.vm
+    nodes, per_node, last, idle = node_layout(workers, vm.gpus)
+    optim = config.optim
+    global_batch = workers * optim.batch_size
+    warnings = []
+    if vm.retired:
+        successors = ", ".join(v.name for v in current_sizes() if v.gpus == vm.gpus)
+        warnings.append(
+            f"{vm.name} was {vm.note.split(';')[0]}: Azure cannot deploy it; "
+            f"sizes with {vm.gpus} GPU(s): {successors or 'see landcover/cluster/vmsizes.py'}"
+        )
+    if cluster.vm_priority == "lowpriority":
+        warnings.append(
+            "lowpriority nodes can be pre-empted: the job stops and resumes from its last "
+            "checkpoint when rerun with the same run folder (azureml: --run-path)"
+        )
+    if nodes > 1 and not vm.infiniband:
+        warnings.append(
+            f"{vm.name} has no InfiniBand: gradients cross nodes over Ethernet, so scaling "
+            "past one node is limited by the network"
+        )
+    data_info = None
+    if with_data:
+        root = data if data is not None else data_root(config.data.root)
+        data_info = data_plan(config, workers, root)
+    return ClusterPlan(
+        vm=vm,
+        workers=workers,
+        nodes=nodes,
+        processes_per_node=per_node,
+        last_node_processes=last,
+        idle_slots=idle,
+        target_node_count=cluster.target_node_count,
+        vm_priority=cluster.vm_priority,
+        batch_size=optim.batch_size,
+        global_batch=global_batch,
+        base_lr=optim.lr,
+        peak_lr=scaled_lr(optim, global_batch),
+        warmup_epochs=optim.warmup_epochs,
+        samples_per_epoch=optim.samples_per_epoch,
+        steps_per_epoch=math.ceil(optim.samples_per_epoch / global_batch),
+        data=data_info,
+        warnings=warnings,
+    )
+
+
+def _mb(n: int) -> str:
+    if n >= 1e9:
+        return f"{n / 1e9:,.2f} GB"
+    if n >= 1e6:
+        return f"{n / 1e6:,.1f} MB"
+    return f"{n / 1e3:,.1f} kB"
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n:,} {word}{'' if n == 1 else 's'}"
+
+
+def _span(values: list[int], show: Callable[[int], str]) -> str:
+    low, high = min(values), max(values)
+    return show(low) if low == high else f"{show(low)} to {show(high)}"
+
+
+def plan_lines(plan: ClusterPlan, cluster_file: str = "cluster.json") -> list[str]:
+    """Renders a plan as lines for the terminal.
+
+    Args:
+        plan: The plan.
+        cluster_file: The cluster.json path, for the advice on ``targetNodeCount``.
+
+    Returns:
+        Lines without trailing newlines; warnings start with ``warning:``.
+    """
+    vm = plan.vm
+    lines = [f"VM size: {vm.name} ({vm.describe()}), {plan.vm_priority}"]
+    layout = f"workers: {plan.workers} -> {plan.nodes} node{'s' if plan.nodes > 1 else ''}"
+    if plan.nodes == 1:
+        layout += f", {plan.workers} process{'es' if plan.workers > 1 else ''}"
+    elif plan.idle_slots:
+        layout += (
+            f": {plan.nodes - 1} x {plan.processes_per_node} processes + "
+            f"{plan.last_node_processes} on the last node"
+        )
+    else:
+        layout += f" x {plan.processes_per_node} processes (one per GPU)"
+    lines.append(layout)
+    if plan.idle_slots:
+        lines.append(
+            f"idle GPUs: {plan.idle_slots} slot{'s stay' if plan.idle_slots > 1 else ' stays'} "
+            f"idle on the last node ({plan.gpus} GPUs for {plan.workers} workers; "
+            f"{plan.gpus} workers would fill them)"
+        )
+    if plan.target_suffices:
+        lines.append(
+            f"nodes: targetNodeCount {plan.target_node_count} suffices ({plan.nodes} needed)"
+        )
+    else:
+        lines.append(
+            f"nodes: targetNodeCount {plan.target_node_count} is too small: set "
+            f'"targetNodeCount": {plan.nodes} in {cluster_file}'
+        )
+    lines.append(
+        f"batch: {plan.batch_size} per worker x {plan.workers} workers = global batch "
+        f"{plan.global_batch:,}; {plan.steps_per_epoch:,} steps per epoch of "
+        f"{plan.samples_per_epoch:,} samples"
+    )
+    lines.append(
+        f"learning rate: peak {plan.peak_lr:.4g} (base {plan.base_lr:.4g} scaled by the "
+        f"linear rule), reached after {plan.warmup_epochs:g} warm-up "
+        f"epoch{'' if plan.warmup_epochs == 1 else 's'}"
+    )
+    if plan.data is not None:
+        data = plan.data
+        lines.append(
+            f"data: {_plural(data.tiles, 'training tile')} ({_mb(data.bytes)}) and "
+            f"{_plural(data.val_tiles, 'validation tile')} in {data.root}"
+        )
+        tiles = [s.tiles for s in data.shares]
+        sizes = [s.bytes for s in data.shares]
+        lines.append(
+            f"per worker: {_span(tiles, str)} tile(s), {_span(sizes, _mb)} of files "
+            f"(mean {_mb(sum(sizes) // len(sizes))})"
+        )
+        if data.tiles_shared:
+            lines.append(
+                f"note: more workers ({plan.workers}) than training tiles ({data.tiles}): "
+                "each worker holds one tile and tiles are shared by several workers"
+            )
+    if plan.predicted_epoch_s is not None:
+        lines.append(f"predicted epoch time: {plan.predicted_epoch_s:,.1f} s")
+    lines.extend(f"warning: {w}" for w in plan.warnings)
+    return lines

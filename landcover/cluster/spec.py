@@ -1,0 +1,305 @@
+"""``cluster.json``: which VM size, how many nodes, which priority and region.
+
+The file is validated by pydantic. It must never hold a secret: a field whose name looks like
+a password, key or token (``adminPassword``, ``accountKey``, ``connectionString``,
+``sasToken``, ``clientSecret``, ...) or a value that looks like one (a private key, a
+connection string, a SAS URL) is refused. Nodes are reached with an SSH public key
+(``sshPublicKey``) and storage with a managed identity or ``az login``.
+
+Example::
+
+    {
+      "vmSize": "Standard_ND96isr_H100_v5",
+      "targetNodeCount": 4,
+      "vmPriority": "dedicated",
+      "location": "eastus",
+      "minNodeCount": 0,
+      "name": "landcover-gpu",
+      "nodeSetup": ["nvidia-smi"],
+      "sshPublicKey": "ssh-ed25519 AAAA... me@laptop"
+    }
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from landcover.cluster.vmsizes import VmSize, close_matches, find_vm_size
+from landcover.errors import ConfigError
+
+DEFAULT_CLUSTER_FILE = "cluster.json"
+DEFAULT_COMPUTE_NAME = "landcover-gpu"
+
+NO_SECRETS_HINT = (
+    "cluster.json must hold no secrets: log in to nodes with an SSH public key "
+    "(sshPublicKey) and reach storage with a managed identity or az login"
+)
+
+# Fragments of field names (lower case, without '_' or '-') that mark a secret.
+_SECRET_NAME_PARTS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "connectionstring",
+    "credential",
+    "accountkey",
+    "accesskey",
+    "apikey",
+    "privatekey",
+    "sharedkey",
+    "storagekey",
+    "signature",
+    "sas",
+)
+_PUBLIC_KEY_NAMES = ("sshpublickey", "publickey")
+# Values that are secrets whatever the field is called.
+_SECRET_VALUES = (
+    (re.compile(r"-----BEGIN [A-Z ]*PRIVATE KEY-----"), "a private key"),
+    (re.compile(r"(?i)(AccountKey|SharedAccessSignature|SharedAccessKey)="), "a connection string"),
+    (re.compile(r"(?i)[?&]sig=[^&\s]+"), "a SAS token"),
+    (re.compile(r"(?i)\bpassword="), "a password"),
+)
+_PUBLIC_KEY_PREFIXES = (
+    "ssh-rsa ",
+    "ssh-ed25519 ",
+    "ssh-dss ",
+    "ecdsa-sha2-nistp256 ",
+    "ecdsa-sha2-nistp384 ",
+    "ecdsa-sha2-nistp521 ",
+    "sk-ssh-ed25519@openssh.com ",
+    "sk-ecdsa-sha2-nistp256@openssh.com ",
+)
+# Azure ML compute cluster names: 2 to 16 letters, digits and '-', starting with a letter.
+_COMPUTE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9-]{1,15}$")
+
+
+class ClusterError(ConfigError):
+    """``cluster.json`` is missing, unreadable, invalid or holds a secret."""
+
+
+def secret_like(field: str) -> bool:
+    """Whether a field name looks like it holds a secret (a password, key or token).
+
+    Args:
+        field: A field name in any case or style (``adminPassword``, ``account_key``).
+
+    Returns:
+        True for names such as ``password``, ``accountKey``, ``connectionString``,
+        ``sasToken``, ``clientSecret`` or any name ending in ``key``, except a public key.
+    """
+    norm = re.sub(r"[^a-z0-9]", "", field.lower())
+    if norm in _PUBLIC_KEY_NAMES:
+        return False
+    return norm.endswith("key") or any(part in norm for part in _SECRET_NAME_PARTS)
+
+
+def find_secret(tree: Any, where: str = "") -> str | None:
+    """Finds the first secret-like field name or value in JSON-like data.
+
+    Args:
+        tree: Parsed JSON or YAML (dicts, lists, scalars).
+        where: The path of ``tree`` inside the document, for the message.
+
+    Returns:
+        A description such as ``field 'adminPassword'``, or ``None`` when there is none.
+    """
+    if isinstance(tree, dict):
+        for key, value in tree.items():
+            path = f"{where}.{key}" if where else str(key)
+            if secret_like(str(key)):
+                return f"field '{path}' looks like a secret"
+            found = find_secret(value, path)
+            if found:
+                return found
+    elif isinstance(tree, list):
+        for index, value in enumerate(tree):
+            found = find_secret(value, f"{where}[{index}]")
+            if found:
+                return found
+    elif isinstance(tree, str):
+        for pattern, what in _SECRET_VALUES:
+            if pattern.search(tree):
+                return f"the value of '{where}' looks like {what}"
+    return None
+
+
+class ClusterSpec(BaseModel):
+    """The cluster a distributed run needs.
+
+    Attributes:
+        vm_size: ``vmSize``: the Azure VM size (see :mod:`landcover.cluster.vmsizes`), stored
+            as Azure spells it.
+        target_node_count: ``targetNodeCount``: nodes the cluster may scale to (>= 1).
+        vm_priority: ``vmPriority``: ``dedicated`` or ``lowpriority`` (pre-emptible).
+        location: ``location``: the Azure region, e.g. ``eastus``.
+        min_node_count: ``minNodeCount``: nodes kept running when idle (default 0).
+        node_setup: ``nodeSetup``: shell commands (or a script path) each worker runs
+            before training; a single string is one command.
+        name: ``name``: the compute cluster's name (2-16 letters, digits, '-').
+        ssh_public_key: ``sshPublicKey``: an SSH public key for logging in to nodes.
+    """
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, frozen=True)
+
+    vm_size: str = Field(alias="vmSize")
+    target_node_count: int = Field(alias="targetNodeCount", ge=1)
+    vm_priority: Literal["dedicated", "lowpriority"] = Field(alias="vmPriority")
+    location: str = Field(min_length=1)
+    min_node_count: int = Field(0, alias="minNodeCount", ge=0)
+    node_setup: list[str] = Field(default_factory=list, alias="nodeSetup")
+    name: str = DEFAULT_COMPUTE_NAME
+    ssh_public_key: str | None = Field(None, alias="sshPublicKey")
+
+    @model_validator(mode="before")
+    @classmethod
+    def _no_secrets(cls, data: Any) -> Any:
+        found = find_secret(data)
+        if found:
+            raise ValueError(f"{found}; {NO_SECRETS_HINT}")
+        return data
+
+    @field_validator("vm_size", mode="before")
+    @classmethod
+    def _known_size(cls, value: Any) -> str:
+        if not isinstance(value, str):
+            raise ValueError("must be a VM size name such as Standard_NC96ads_A100_v4")
+        vm = find_vm_size(value)
+        if vm is None:
+            matches = close_matches(value)
+            hint = (
+                f"close matches: {', '.join(matches)}"
+                if matches
+                else "see landcover/cluster/vmsizes.py"
+            )
+            raise ValueError(f"unknown VM size {value!r} ({hint})")
+        return vm.name
+
+    @field_validator("vm_priority", mode="before")
+    @classmethod
+    def _priority(cls, value: Any) -> str:
+        norm = re.sub(r"[^a-z]", "", str(value).lower())
+        if norm not in ("dedicated", "lowpriority"):
+            raise ValueError(f"must be dedicated or lowpriority, not {value!r}")
+        return norm
+
+    @field_validator("node_setup", mode="before")
+    @classmethod
+    def _setup_list(cls, value: Any) -> Any:
+        return [value] if isinstance(value, str) else value
+
+    @field_validator("name")
+    @classmethod
+    def _compute_name(cls, value: str) -> str:
+        if not _COMPUTE_NAME.match(value):
+            raise ValueError(
+                f"{value!r} is not a valid compute name (2-16 letters, digits and '-', "
+                "starting with a letter)"
+            )
+        return value
+
+    @field_validator("ssh_public_key")
+    @classmethod
+    def _public_key_only(cls, value: str | None) -> str | None:
+        if value is None:
+            return None
+        text = value.strip()
+        if "PRIVATE KEY" in text:
+            raise ValueError(f"holds a private key; {NO_SECRETS_HINT}")
+        if not text.startswith(_PUBLIC_KEY_PREFIXES) or "\n" in text:
+            raise ValueError(
+                "must be one SSH public key line (ssh-ed25519 AAAA... or ssh-rsa AAAA..., "
+                "the content of a .pub file)"
+            )
+        return text
+
+    @model_validator(mode="after")
+    def _min_below_target(self) -> ClusterSpec:
+        if self.min_node_count > self.target_node_count:
+            raise ValueError(
+                f"minNodeCount {self.min_node_count} is above targetNodeCount "
+                f"{self.target_node_count}"
+            )
+        return self
+
+    @property
+    def vm(self) -> VmSize:
+        """The VM size's table entry."""
+        vm = find_vm_size(self.vm_size)
+        assert vm is not None  # checked by the validator
+        return vm
+
+
+_ALIASES = {name: (info.alias or name) for name, info in ClusterSpec.model_fields.items()}
+
+
+def _format_error(err: ValidationError, source: str) -> str:
+    errors = err.errors()
+    missing = [str(e["loc"][0]) for e in errors if e["type"] == "missing" and e["loc"]]
+    if missing:
+        fields = ", ".join(repr(m) for m in missing)
+        return f"{source}: missing required field{'s' if len(missing) > 1 else ''} {fields}"
+    first = errors[0]
+    where = ".".join(_ALIASES.get(str(p), str(p)) for p in first["loc"])
+    if first["type"] == "extra_forbidden":
+        known = ", ".join(_ALIASES.values())
+        return f"{source}: unknown field {where!r} (cluster.json fields: {known})"
+    message = first["msg"].removeprefix("Value error, ")
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return f"{source}: {where + ': ' if where else ''}{message}{more}"
+
+
+def parse_cluster(tree: Any, source: str = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
+    """Validates parsed ``cluster.json`` data.
+
+    Args:
+        tree: The parsed JSON.
+        source: Where it came from, for messages.
+
+    Returns:
+        The validated cluster.
+
+    Raises:
+        ClusterError: If the data is not a valid cluster description or holds a secret.
+    """
+    if not isinstance(tree, dict):
+        raise ClusterError(f"{source}: must be a JSON object with vmSize, targetNodeCount, ...")
+    try:
+        return ClusterSpec.model_validate(tree)
+    except ValidationError as err:
+        raise ClusterError(_format_error(err, source)) from None
+
+
+def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
+    """Reads and validates a ``cluster.json`` file.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The validated cluster.
+
+    Raises:
+        ClusterError: If the file is missing, unreadable, not JSON, invalid or holds a secret.
+    """
+    try:
+        text = Path(path).read_text()
+    except FileNotFoundError:
+        raise ClusterError(f"{path}: cluster file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ClusterError(
+            f"{path}: cannot read the cluster file ({exc.__class__.__name__})"
+        ) from None
+    try:
+        tree = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ClusterError(
+            f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
+        ) from None
+    return parse_cluster(tree, str(path))
