@@ -56,6 +56,17 @@ def train(
     max_restarts: Annotated[
         int | None, typer.Option(help="Elastic restarts after a worker failure.")
     ] = None,
+    nnodes: Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")] = None,
+    node_rank: Annotated[
+        int | None, typer.Option(help="This node's rank (informational; c10d assigns ranks).")
+    ] = None,
+    workers_per_node: Annotated[int | None, typer.Option(help="Workers on each node.")] = None,
+    rdzv_endpoint: Annotated[
+        str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
+    ] = None,
+    rdzv_id: Annotated[
+        str | None, typer.Option(help="Rendezvous id (default: from --out).")
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any key: section.key=value.")
     ] = None,
@@ -78,7 +89,12 @@ def train(
         "run.device": device,
         "run.seed": seed,
         "run.max_restarts": max_restarts,
+        "run.nnodes": nnodes,
+        "run.workers_per_node": workers_per_node,
+        "run.rdzv_endpoint": rdzv_endpoint,
+        "run.rdzv_id": rdzv_id,
     }
+    del node_rank  # accepted like torchrun's; the c10d rendezvous assigns the ranks
     train_main(load_config(config, overrides, set_))
 
 
@@ -233,6 +249,95 @@ def data_prepare(
         raise typer.BadParameter(str(exc), param_hint="--classes") from None
     summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
     typer.echo(summary.line(min_valid))
+
+
+cluster_app = typer.Typer(
+    help="Plan a multi-node run from cluster.json and write Azure ML job files.",
+    no_args_is_help=True,
+)
+app.add_typer(cluster_app, name="cluster")
+
+
+@cluster_app.command("plan")
+def cluster_plan(
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
+    cluster: Annotated[
+        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
+    ] = Path("cluster.json"),
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(help="Training data (folder or URL); default: data.root or the sample."),
+    ] = None,
+) -> None:
+    """Nodes, processes per node, global batch, learning rate and data per worker."""
+    from landcover.cluster.plan import make_plan, plan_lines
+    from landcover.cluster.spec import load_cluster
+    from landcover.config import load_config
+
+    spec = load_cluster(cluster)
+    plan = make_plan(spec, workers, load_config(config), data)
+    for line in plan_lines(plan, str(cluster)):
+        typer.echo(line, err=line.startswith("warning: "))
+
+
+@cluster_app.command("azureml")
+def cluster_azureml(
+    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
+    epochs: Annotated[int, typer.Option(min=1, help="Total epochs to train to.")],
+    engine: Annotated[str, typer.Option(help="torch (DDP) or horovod.")] = "torch",
+    cluster: Annotated[
+        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
+    ] = Path("cluster.json"),
+    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    data: Annotated[
+        str | None,
+        typer.Option(help="Training data: azureml://, https://, az:// or a local folder."),
+    ] = None,
+    out: Annotated[Path, typer.Option(help="Folder for the YAML files.")] = Path("azureml"),
+    input_mode: Annotated[str, typer.Option(help="ro_mount or download.")] = "ro_mount",
+    run_path: Annotated[
+        str | None,
+        typer.Option(help="Run folder URI (azureml://...); rerunning there resumes."),
+    ] = None,
+) -> None:
+    """Write compute.yml, environment.yml and job.yml for `az ml` (Azure ML CLI v2)."""
+    from landcover.cluster.azureml import write_azureml
+    from landcover.cluster.plan import make_plan
+    from landcover.cluster.spec import load_cluster
+    from landcover.config import load_config
+
+    if engine not in ("torch", "horovod"):
+        raise typer.BadParameter("must be torch or horovod", param_hint="--engine")
+    if input_mode not in ("ro_mount", "download"):
+        raise typer.BadParameter("must be ro_mount or download", param_hint="--input-mode")
+    spec = load_cluster(cluster)
+    resolved = load_config(config)
+    plan = make_plan(spec, workers, resolved, with_data=False)
+    files = write_azureml(
+        spec,
+        plan,
+        epochs,
+        out,
+        engine=engine,  # type: ignore[arg-type]
+        config_path=config,
+        data=data if data is not None else resolved.data.root,
+        input_mode=input_mode,  # type: ignore[arg-type]
+        run_path=run_path,
+        cluster_file=cluster,
+    )
+    typer.echo(
+        f"wrote {files.compute}, {files.environment} (build context {files.build_context}) "
+        f"and {files.job}: {plan.nodes} x {spec.vm_size}, "
+        f"{plan.processes_per_node} processes per node, {engine} engine"
+    )
+    for note in files.notes:
+        typer.echo(f"note: {note}")
+    for warning in files.warnings:
+        typer.echo(f"warning: {warning}", err=True)
+    typer.echo("then run (with az configure --defaults group=RG workspace=WS):")
+    for command in files.commands:
+        typer.echo(f"  {command}")
 
 
 def main() -> None:

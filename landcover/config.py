@@ -190,7 +190,13 @@ class RunConfig(_Section):
         keep_last: Number of per-epoch checkpoints kept besides ``last.pt`` and ``best.pt``.
         log_every_s: Seconds between progress lines when the output is not a terminal.
         timeout_s: Collective-operation timeout in seconds.
-        max_restarts: Restarts of the worker group by the elastic agent after a failure.
+        max_restarts: Restarts of the worker group by the elastic agent after a failure;
+            restarted workers resume from the latest checkpoint.
+        nnodes: Number of nodes (machines) in the job; each runs one elastic agent.
+        workers_per_node: Workers on each node (default: ``workers / nnodes``).
+        rdzv_endpoint: ``host:port`` of the c10d rendezvous (one node's address) when
+            ``nnodes > 1``.
+        rdzv_id: Rendezvous id shared by the nodes (default: derived from ``out``).
     """
 
     out: str = "runs/default"
@@ -207,6 +213,30 @@ class RunConfig(_Section):
     log_every_s: float = Field(10.0, gt=0.0)
     timeout_s: float = Field(300.0, gt=0.0)
     max_restarts: int = Field(0, ge=0)
+    nnodes: int = Field(1, ge=1)
+    workers_per_node: int | None = Field(None, ge=1)
+    rdzv_endpoint: str | None = None
+    rdzv_id: str | None = None
+
+    @model_validator(mode="after")
+    def _nodes_consistent(self) -> RunConfig:
+        if self.nnodes == 1:
+            return self
+        if self.rdzv_endpoint is None:
+            raise ValueError(
+                "run.rdzv_endpoint (--rdzv-endpoint HOST:PORT) is needed with nnodes > 1"
+            )
+        if self.workers_per_node is None and self.workers % self.nnodes:
+            raise ValueError(
+                f"{self.workers} workers do not split evenly over {self.nnodes} nodes; "
+                "set --workers-per-node"
+            )
+        return self
+
+    @property
+    def nproc_per_node(self) -> int:
+        """Workers this node's agent starts."""
+        return self.workers_per_node or self.workers // self.nnodes
 
 
 class Config(_Section):

@@ -110,7 +110,28 @@ def init_process_group(env: DistEnv, backend: str, timeout_s: float) -> None:
             "MASTER_ADDR and MASTER_PORT must be set to rank 0's host and a free port "
             "(torchrun and Azure ML set them; under mpirun export them yourself)"
         )
-    dist.init_process_group(backend=backend, timeout=timedelta(seconds=timeout_s))
+    timeout = timedelta(seconds=timeout_s)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # Under an elastic agent, keys of a failed attempt can linger in the agent's store;
+        # a restarted group must not read a dead worker's address, so each attempt gets its
+        # own key prefix.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = dist.TCPStore(
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            env.world_size,
+            is_master=False,
+            timeout=timeout,
+        )
+        dist.init_process_group(
+            backend=backend,
+            store=dist.PrefixStore(f"landcover/attempt_{attempt}", store),
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timeout,
+        )
+        return
+    dist.init_process_group(backend=backend, timeout=timeout)
 
 
 def destroy_process_group() -> None:

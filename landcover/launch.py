@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import signal
 import sys
 import tempfile
@@ -21,6 +22,7 @@ from typing import Any
 from landcover.errors import LandcoverError
 
 _ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
+log = logging.getLogger("landcover")
 
 
 def _set_parent_death_signal() -> None:
@@ -51,14 +53,43 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
         raise SystemExit(exc.exit_code) from None
 
 
-def _describe_failure(failure: Any) -> str:
-    code = failure.exitcode
+_FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
+
+
+class _ElasticEvents(logging.Handler):
+    """Turns torch elastic's failure and restart records into one landcover line each."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        failed = _FAILED.search(message)
+        if failed:
+            code, local_rank, pid = (int(g) for g in failed.groups())
+            what = _describe_exit(code)
+            log.warning("worker local rank %d (pid %d) %s", local_rank, pid, what)
+            return
+        restart = _RESTART.search(message)
+        if restart:
+            left, total = int(restart.group(2)), int(restart.group(3))
+            log.warning(
+                "restarting the worker group (restart %d of %d); workers resume from the last "
+                "checkpoint",
+                total - left + 1,
+                total,
+            )
+
+
+def _describe_exit(code: int | None) -> str:
     if code is not None and code < 0:
         try:
             return f"was killed by signal {signal.Signals(-code).name}"
         except ValueError:
             return f"was killed by signal {-code}"
     return f"exited with code {code}"
+
+
+def _describe_failure(failure: Any) -> str:
+    return _describe_exit(failure.exitcode)
 
 
 def launch_workers(
@@ -97,7 +128,16 @@ def launch_workers(
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
-    logging.getLogger("torch.distributed.elastic").setLevel(logging.CRITICAL)
+    elastic = logging.getLogger("torch.distributed.elastic")
+    elastic.setLevel(logging.INFO)
+    elastic.propagate = False
+    for handler in list(elastic.handlers):
+        elastic.removeHandler(handler)
+    elastic.addHandler(_ElasticEvents())
+    # torch sets each elastic module's own level (WARNING); the restart notice is at INFO
+    logging.getLogger("torch.distributed.elastic.agent.server.api").setLevel(logging.INFO)
+    # its "Terminating process ... via SIGTERM" notes are the shutdown we report ourselves
+    logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="landcover-launch-") as tmp:
         error_dir = Path(tmp, "errors")
         error_dir.mkdir()
@@ -110,6 +150,7 @@ def launch_workers(
             rdzv_endpoint=rdzv_endpoint,
             max_restarts=max_restarts,
             monitor_interval=monitor_interval,
+            shutdown_timeout=10,
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
         )
@@ -127,7 +168,12 @@ def launch_workers(
             if messages:
                 raise LandcoverError(messages[0].read_text().strip()) from None
             rank, failure = exc.get_first_failure()
-            raise LandcoverError(f"worker rank {rank} {_describe_failure(failure)}") from None
+            detail = ""
+            if isinstance(failure.message, str) and failure.message not in ("", "<N/A>"):
+                detail = ": " + failure.message.strip().splitlines()[-1][:300]
+            raise LandcoverError(
+                f"worker rank {rank} {_describe_failure(failure)}{detail}"
+            ) from None
         finally:
             if previous is None:
                 os.environ.pop(_ERROR_DIR_ENV, None)

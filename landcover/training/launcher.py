@@ -8,6 +8,7 @@ already started this process as one worker.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 
 from landcover.config import Config
@@ -64,12 +65,27 @@ def train_main(config: Config) -> None:
         return
     setup_logging(DistEnv(), None)
     preflight(config)
-    workers = config.run.workers
-    if workers == 1:
+    run = config.run
+    if run.workers == 1 and run.nnodes == 1:
         run_worker(config, DistEnv())
         return
-    log.info("starting %d workers (torch elastic agent, c10d rendezvous)", workers)
+    if run.nnodes > 1:
+        log.info(
+            "starting %d workers on this node of %d (c10d rendezvous at %s)",
+            run.nproc_per_node,
+            run.nnodes,
+            run.rdzv_endpoint,
+        )
+    else:
+        log.info("starting %d workers (torch elastic agent, c10d rendezvous)", run.workers)
+    run_id = run.rdzv_id or "landcover-" + hashlib.sha256(run.out.encode()).hexdigest()[:12]
     launch_workers(
-        worker_entry, (config.to_dict(),), nproc=workers, max_restarts=config.run.max_restarts
+        worker_entry,
+        (config.to_dict(),),
+        nproc=run.nproc_per_node,
+        nnodes=run.nnodes,
+        rdzv_endpoint=run.rdzv_endpoint or "localhost:0",
+        run_id=run_id,
+        max_restarts=run.max_restarts,
     )
-    log.info("done: run folder %s", config.run.out)
+    log.info("done: run folder %s", run.out)

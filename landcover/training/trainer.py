@@ -432,6 +432,34 @@ class Trainer:
         )
 
 
+_COLLECTIVE_FAILURES = (
+    "timed out",
+    "connection closed by peer",
+    "connection reset by peer",
+    "gloo",
+    "nccl",
+    "processgroup",
+)
+
+
+def is_collective_failure(exc: BaseException) -> bool:
+    """Whether an exception is a failed collective (a dead, hung or unreachable peer).
+
+    torch raises ``DistError`` for some, and a plain ``RuntimeError`` from the Gloo/NCCL
+    transport (through the autograd engine during DDP's all-reduce) for others.
+
+    Args:
+        exc: The exception.
+
+    Returns:
+        True for a collective failure.
+    """
+    if isinstance(exc, torch.distributed.DistError):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and any(p in text for p in _COLLECTIVE_FAILURES)
+
+
 def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     """Runs one training worker: joins the process group, trains, leaves.
 
@@ -449,9 +477,28 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     if backend == "auto":
         cuda = config.run.device != "cpu" and torch.cuda.is_available()
         backend = "nccl" if cuda else "gloo"
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    log.info(
+        "rank %d/%d: pid %d, local rank %d, %d threads, backend %s%s",
+        env.rank,
+        env.world_size,
+        os.getpid(),
+        env.local_rank,
+        threads,
+        backend,
+        f", restart {restart} of the worker group" if restart else "",
+    )
     init_process_group(env, backend, config.run.timeout_s)
     try:
         return Trainer(config, env).run()
+    except RuntimeError as exc:
+        if not is_collective_failure(exc):
+            raise
+        first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        raise TrainingError(
+            f"rank {env.rank}: a collective operation failed ({first}); a peer worker died, "
+            f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
+        ) from None
     finally:
         destroy_process_group()
 

@@ -1,0 +1,196 @@
+"""Scale-out on one machine for real: two agents as two nodes, elastic restarts, dead peers."""
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from azurite import free_port
+
+from conftest import REPO, assert_one_line_error
+
+
+def _start(*args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "landcover", "train", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        start_new_session=True,
+    )
+
+
+def _wait_for(path: Path, pattern: str, proc: subprocess.Popen, timeout: float = 240) -> re.Match:
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.is_file():
+            match = re.search(pattern, path.read_text())
+            if match:
+                return match
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended early: {proc.stderr.read()}")
+        time.sleep(0.1)
+    raise AssertionError(f"timed out waiting for {pattern!r} in {path}")
+
+
+def _digest(run: Path, rank: int) -> str:
+    match = re.search(
+        r"weights identical on all 2 worker\(s\) \(sha256 (\w+)\)",
+        (run / "logs" / f"rank{rank}.log").read_text(),
+    )
+    assert match
+    return match.group(1)
+
+
+@pytest.mark.slow
+def test_two_nodes_on_loopback_train_one_model(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    port = free_port()
+    args = [
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "2",
+        "--workers",
+        "2",
+        "--nnodes",
+        "2",
+        "--workers-per-node",
+        "1",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+    ]
+    nodes = [_start(*args, "--node-rank", str(r)) for r in (0, 1)]
+    outputs = [p.communicate(timeout=300) for p in nodes]
+    for proc, (_, err) in zip(nodes, outputs, strict=True):
+        assert proc.returncode == 0, err
+    assert any("starting 1 workers on this node of 2" in err for _, err in outputs)
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["workers"] for r in records] == [2, 2]
+    assert _digest(run, 0) == _digest(run, 1)
+
+
+@pytest.mark.slow
+def test_killed_worker_is_restarted_and_training_resumes(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    proc = _start(
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "400",
+        "--max-restarts",
+        "2",
+    )
+    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    _wait_for(run / "logs" / "rank0.log", r"epoch 2/3 step", proc)
+    os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=400)
+    assert proc.returncode == 0, err
+    assert f"worker local rank 1 (pid {pid}) was killed by signal SIGKILL" in err
+    assert "restarting the worker group (restart 1 of 2)" in err
+    log0 = (run / "logs" / "rank0.log").read_text()
+    assert "restart 1 of the worker group" in log0
+    assert "1 epoch(s) complete" in log0  # resumed from the epoch-1 checkpoint
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["epoch"] for r in records] == [1, 2, 3]
+
+
+@pytest.mark.slow
+def test_killed_peer_without_restarts_ends_the_job(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    timeout_s = 15
+    proc = _start(
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "400",
+        "--max-restarts",
+        "0",
+        "--set",
+        f"run.timeout_s={timeout_s}",
+    )
+    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    _wait_for(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    os.kill(pid, signal.SIGKILL)
+    killed = time.time()
+    _, err = proc.communicate(timeout=timeout_s + 60)
+    assert time.time() - killed < timeout_s + 30
+    assert_one_line_error(
+        subprocess.CompletedProcess(proc.args, proc.returncode, "", err), "rank 1", "SIGKILL"
+    )
+
+
+@pytest.mark.slow
+def test_hung_peer_times_out_with_a_clear_error(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    timeout_s = 15
+    proc = _start(
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "400",
+        "--max-restarts",
+        "0",
+        "--set",
+        f"run.timeout_s={timeout_s}",
+    )
+    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    _wait_for(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    os.kill(pid, signal.SIGSTOP)  # hangs, does not die: only the collective timeout can notice
+    stopped = time.time()
+    # the timeout ends rank 0; torch then gives the frozen rank 30 s of SIGTERM grace
+    try:
+        _, err = proc.communicate(timeout=timeout_s + 90)
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+    assert time.time() - stopped < timeout_s + 30
+    assert_one_line_error(
+        subprocess.CompletedProcess(proc.args, proc.returncode, "", err),
+        "collective operation failed",
+        "timeout_s=15",
+    )
