@@ -28,3 +28,11 @@ class CheckpointError(LandcoverError):
 
 class TrainingError(LandcoverError):
     """Training cannot go on (for example, workers fell out of sync)."""
+
+
+class PeerFailureError(TrainingError):
+    """A collective operation failed because another worker died, hung or was unreachable.
+
+    This is usually a consequence, not the cause: the launcher prefers the failed peer's own
+    error when there is one.
+    """

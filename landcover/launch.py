@@ -19,7 +19,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from landcover.errors import LandcoverError
+from landcover.errors import LandcoverError, PeerFailureError
 
 _ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
 log = logging.getLogger("landcover")
@@ -47,7 +47,8 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
         error_dir = os.environ.get(_ERROR_DIR_ENV)
         rank = os.environ.get("RANK", "0")
         if error_dir:
-            Path(error_dir, f"rank{rank}.txt").write_text(str(exc))
+            kind = "peer" if isinstance(exc, PeerFailureError) else "cause"
+            Path(error_dir, f"rank{rank}.{kind}.txt").write_text(str(exc))
         else:
             print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
@@ -88,8 +89,23 @@ def _describe_exit(code: int | None) -> str:
     return f"exited with code {code}"
 
 
-def _describe_failure(failure: Any) -> str:
-    return _describe_exit(failure.exitcode)
+def _failure_message(exc: Any, error_dir: Path) -> str:
+    """The one line that best explains a failed worker group.
+
+    A worker's own LandcoverError (bad data, bad config...) comes first; then the first
+    worker to fail, by its own message when it reported a peer failure, else by how it died.
+    """
+    causes = sorted(error_dir.glob("rank*.cause.txt"))
+    if causes:
+        return causes[0].read_text().strip()
+    rank, failure = exc.get_first_failure()
+    peer = error_dir / f"rank{rank}.peer.txt"
+    if peer.is_file():
+        return peer.read_text().strip()
+    detail = ""
+    if isinstance(failure.message, str) and failure.message not in ("", "<N/A>"):
+        detail = ": " + failure.message.strip().splitlines()[-1][:300]
+    return f"worker rank {rank} {_describe_exit(failure.exitcode)}{detail}"
 
 
 def launch_workers(
@@ -164,16 +180,7 @@ def launch_workers(
                 "resume from the last checkpoint)"
             ) from None
         except ChildFailedError as exc:
-            messages = sorted(error_dir.glob("rank*.txt"))
-            if messages:
-                raise LandcoverError(messages[0].read_text().strip()) from None
-            rank, failure = exc.get_first_failure()
-            detail = ""
-            if isinstance(failure.message, str) and failure.message not in ("", "<N/A>"):
-                detail = ": " + failure.message.strip().splitlines()[-1][:300]
-            raise LandcoverError(
-                f"worker rank {rank} {_describe_failure(failure)}{detail}"
-            ) from None
+            raise LandcoverError(_failure_message(exc, error_dir)) from None
         finally:
             if previous is None:
                 os.environ.pop(_ERROR_DIR_ENV, None)

@@ -188,7 +188,7 @@ def test_hung_peer_times_out_with_a_clear_error(
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)
-    assert time.time() - stopped < timeout_s + 30
+    assert time.time() - stopped < timeout_s + 45
     assert_one_line_error(
         subprocess.CompletedProcess(proc.args, proc.returncode, "", err),
         "collective operation failed",

@@ -36,7 +36,7 @@ from landcover.distributed import (
     env_from_environ,
     init_process_group,
 )
-from landcover.errors import CheckpointError, DataError, TrainingError
+from landcover.errors import CheckpointError, DataError, PeerFailureError, TrainingError
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
 from landcover.models import build_model, load_initial_weights
@@ -495,7 +495,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
         if not is_collective_failure(exc):
             raise
         first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
-        raise TrainingError(
+        raise PeerFailureError(
             f"rank {env.rank}: a collective operation failed ({first}); a peer worker died, "
             f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
         ) from None
