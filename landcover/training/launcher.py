@@ -11,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
+from landcover import storage
 from landcover.config import Config
 from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
@@ -24,7 +25,11 @@ log = logging.getLogger("landcover")
 
 
 def preflight(config: Config) -> None:
-    """Checks every tile pair's headers before workers start (fast, reads no pixels).
+    """Checks the data before workers start: pairs found, and (local data) every header.
+
+    Headers of local or NFS files are read without pixels. Remote (blob) files are only
+    listed here: reading their headers would download every tile in the launcher, and each
+    worker checks the files of its share when it fetches them.
 
     Args:
         config: The resolved configuration.
@@ -35,16 +40,17 @@ def preflight(config: Config) -> None:
     root = data_root(config.data.root)
     train, val = split_pairs(config.data, root)
     bands = len(config.data.bands)
-    pixels = 0
-    for pair in train + val:
-        height, width = inspect_pair(pair, bands)
-        pixels += height * width
+    pairs = train + val
+    size = "remote, checked by each worker"
+    if not any(storage.is_remote(p.image) or storage.is_remote(p.label) for p in pairs):
+        pixels = sum(h * w for h, w in (inspect_pair(p, bands) for p in pairs))
+        size = f"{pixels / 1e6:.1f} Mpx"
     log.info(
-        "data %s: %d training and %d validation tiles, %.1f Mpx, classes %s (%s)",
+        "data %s: %d training and %d validation tiles (%s), classes %s (%s)",
         root,
         len(train),
         len(val),
-        pixels / 1e6,
+        size,
         config.data.classes.name,
         ", ".join(config.data.classes.names),
     )
