@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -19,8 +18,6 @@ app = typer.Typer(
 )
 data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
-
-log = logging.getLogger("landcover")
 
 
 @app.command()

@@ -6,7 +6,6 @@ through a local cache folder) and then decoded from memory, several at a time.
 
 from __future__ import annotations
 
-import logging
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -15,8 +14,6 @@ from landcover import storage
 from landcover.classes import ClassMapping
 from landcover.data.pairs import TilePair
 from landcover.data.raster import TileArrays, read_pair
-
-log = logging.getLogger(__name__)
 
 
 @dataclass
