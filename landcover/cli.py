@@ -64,6 +64,15 @@ def train(
     rdzv_id: Annotated[
         str | None, typer.Option(help="Rendezvous id (default: from --out).")
     ] = None,
+    grad_compression: Annotated[
+        str | None, typer.Option(help="Gradient all-reduce: none or fp16.")
+    ] = None,
+    accumulate: Annotated[
+        int | None, typer.Option(help="Micro-batches per optimizer step (one all-reduce each).")
+    ] = None,
+    local_sgd_period: Annotated[
+        int | None, typer.Option(help="Average models every H steps instead (local SGD).")
+    ] = None,
     set_: Annotated[
         list[str] | None, typer.Option("--set", help="Override any key: section.key=value.")
     ] = None,
@@ -90,6 +99,9 @@ def train(
         "run.workers_per_node": workers_per_node,
         "run.rdzv_endpoint": rdzv_endpoint,
         "run.rdzv_id": rdzv_id,
+        "run.grad_compression": grad_compression,
+        "optim.accumulate": accumulate,
+        "run.local_sgd_period": local_sgd_period,
     }
     del node_rank  # accepted like torchrun's; the c10d rendezvous assigns the ranks
     train_main(load_config(config, overrides, set_))

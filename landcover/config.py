@@ -151,6 +151,9 @@ class OptimConfig(_Section):
         samples_per_epoch: Global number of samples in one epoch, whatever the worker count.
         epochs: Total number of epochs (a resumed run trains up to this).
         grad_clip: Optional gradient-norm clip.
+        accumulate: Micro-batches per optimizer step (gradient accumulation): one all-reduce
+            per ``accumulate`` micro-batches; the global batch (and the scaled learning rate)
+            is ``batch_size x workers x accumulate``.
         loss: The loss.
     """
 
@@ -169,6 +172,7 @@ class OptimConfig(_Section):
     samples_per_epoch: int = Field(16384, ge=1)
     epochs: int = Field(50, ge=1)
     grad_clip: float | None = Field(None, gt=0.0)
+    accumulate: int = Field(1, ge=1)
     loss: LossConfig = Field(default_factory=LossConfig)
 
 
@@ -197,6 +201,9 @@ class RunConfig(_Section):
         rdzv_endpoint: ``host:port`` of the c10d rendezvous (one node's address) when
             ``nnodes > 1``.
         rdzv_id: Rendezvous id shared by the nodes (default: derived from ``out``).
+        grad_compression: ``none`` or ``fp16`` (a DDP communication hook).
+        local_sgd_period: Average models every H optimizer steps instead of all-reducing
+            gradients every step (0: off).
     """
 
     out: str = "runs/default"
@@ -217,9 +224,16 @@ class RunConfig(_Section):
     workers_per_node: int | None = Field(None, ge=1)
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
+    grad_compression: Literal["none", "fp16"] = "none"
+    local_sgd_period: int = Field(0, ge=0)
 
     @model_validator(mode="after")
     def _nodes_consistent(self) -> RunConfig:
+        if self.local_sgd_period and self.grad_compression != "none":
+            raise ValueError(
+                "run.local_sgd_period sends no gradients, so it cannot be combined with "
+                "run.grad_compression"
+            )
         if self.nnodes == 1:
             return self
         if self.rdzv_endpoint is None:

@@ -194,3 +194,41 @@ def test_hung_peer_times_out_with_a_clear_error(
         "collective operation failed",
         "timeout_s=15",
     )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "option",
+    [
+        ["--grad-compression", "fp16"],
+        ["--accumulate", "2"],
+        ["--local-sgd-period", "4"],
+    ],
+    ids=["fp16", "accumulate", "local-sgd"],
+)
+def test_communication_options_train_two_workers(
+    option: list[str], tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    proc = _start(
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(tiny_data),
+        "--out",
+        str(run),
+        "--epochs",
+        "3",
+        "--workers",
+        "2",
+        "--samples-per-epoch",
+        "96",
+        *option,
+    )
+    _, err = proc.communicate(timeout=300)
+    assert proc.returncode == 0, err
+    records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
+    assert records[-1]["train_loss"] < records[0]["train_loss"]  # it still learns
+    assert _digest(run, 0) == _digest(run, 1)  # and the workers end on one model
+    if option[0] == "--accumulate":
+        assert records[0]["global_batch"] == 4 * 2 * 2

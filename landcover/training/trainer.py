@@ -7,7 +7,9 @@ writes the run folder and checkpoints; every run resumes from its ``last.pt``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import itertools
 import logging
 import math
 import os
@@ -47,6 +49,7 @@ from landcover.training.checkpoint import (
     restore_rng_state,
     write_epoch_checkpoints,
 )
+from landcover.training.communication import LocalSGD, configure_gradient_compression
 from landcover.training.losses import SegmentationLoss
 from landcover.training.metrics import metrics_from_confusion
 from landcover.training.progress import Progress
@@ -114,15 +117,49 @@ def train_step(
     Returns:
         The detached loss.
     """
-    with autocast(inputs.device, autocast_dtype):
-        logits = model(inputs)
-    loss = criterion(logits, target)
+    return accumulation_step(
+        model, criterion, optimizer, [(inputs, target)], autocast_dtype, grad_clip
+    )
+
+
+def accumulation_step(
+    model: nn.Module,
+    criterion: nn.Module,
+    optimizer: torch.optim.Optimizer,
+    micro_batches: list[tuple[torch.Tensor, torch.Tensor]],
+    autocast_dtype: torch.dtype | None = None,
+    grad_clip: float | None = None,
+    sync: bool = True,
+) -> torch.Tensor:
+    """One optimizer step over K micro-batches, all-reducing gradients once (or never).
+
+    Args:
+        model: The model, DDP-wrapped when there are several workers.
+        criterion: The loss.
+        optimizer: The optimizer.
+        micro_batches: ``(inputs, target)`` pairs; their gradients are averaged.
+        autocast_dtype: Autocast dtype (bf16 on CUDA), or ``None`` for fp32.
+        grad_clip: Optional gradient-norm clip.
+        sync: All-reduce the gradients with the last micro-batch (False for local SGD).
+
+    Returns:
+        The detached mean loss over the micro-batches.
+    """
     optimizer.zero_grad(set_to_none=True)
-    loss.backward()
+    total = torch.zeros((), device=micro_batches[0][0].device)
+    k = len(micro_batches)
+    for i, (inputs, target) in enumerate(micro_batches):
+        skip_sync = isinstance(model, DistributedDataParallel) and (i < k - 1 or not sync)
+        with model.no_sync() if skip_sync else contextlib.nullcontext():
+            with autocast(inputs.device, autocast_dtype):
+                logits = model(inputs)
+            loss = criterion(logits, target) / k
+            loss.backward()
+        total += loss.detach()
     if grad_clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
-    return loss.detach()
+    return total
 
 
 class Trainer:
@@ -143,7 +180,7 @@ class Trainer:
         cuda = self.device.type == "cuda"
         self.autocast_dtype = torch.bfloat16 if cuda and config.run.bf16 else None
         self.channels_last = cuda and config.run.channels_last
-        self.global_batch = config.optim.batch_size * env.world_size
+        self.global_batch = config.optim.batch_size * env.world_size * config.optim.accumulate
         self.steps_per_epoch = math.ceil(config.optim.samples_per_epoch / self.global_batch)
         self.prepare = BandNormalizer(config.data.mean, config.data.std, self.device)
         self.reduce_device = self.device if cuda else torch.device("cpu")
@@ -220,6 +257,9 @@ class Trainer:
         if self.env.distributed:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(model, device_ids=ids)
+            configure_gradient_compression(self.ddp, cfg.run.grad_compression)
+        period = cfg.run.local_sgd_period
+        self.local_sgd = LocalSGD(model, period) if period and self.env.distributed else None
         self.optimizer = build_optimizer(model.parameters(), cfg)
         self.criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
 
@@ -267,32 +307,41 @@ class Trainer:
         progress.start_epoch(epoch + 1, self.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
-        batches = Prefetcher(
-            lambda: self.sampler.batch(cfg.optim.batch_size, rng),
-            self.steps_per_epoch,
-            pin_memory=self.device.type == "cuda",
+        k = cfg.optim.accumulate
+        batches = iter(
+            Prefetcher(
+                lambda: self.sampler.batch(cfg.optim.batch_size, rng),
+                self.steps_per_epoch * k,
+                pin_memory=self.device.type == "cuda",
+            )
         )
-        for step, (images, labels) in enumerate(batches):
+        for step in range(self.steps_per_epoch):
             lr = lr_at(cfg.optim, self.global_batch, epoch + step / self.steps_per_epoch)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            inputs = self.prepare(images.to(self.device, non_blocking=True))
-            if not self.channels_last:
-                inputs = inputs.contiguous()
-            target = labels.to(self.device, non_blocking=True).long()
-            loss = train_step(
+            micro = []
+            for images, labels in itertools.islice(batches, k):
+                inputs = self.prepare(images.to(self.device, non_blocking=True))
+                if not self.channels_last:
+                    inputs = inputs.contiguous()
+                micro.append((inputs, labels.to(self.device, non_blocking=True).long()))
+            loss = accumulation_step(
                 self.ddp,
                 self.criterion,
                 self.optimizer,
-                inputs,
-                target,
+                micro,
                 self.autocast_dtype,
                 cfg.optim.grad_clip,
+                sync=self.local_sgd is None,
             )
+            if self.local_sgd is not None:
+                self.local_sgd.after_step()
             loss_sum += loss
             if progress.enabled:
                 progress.update(step + 1, loss, (step + 1) * self.global_batch)
         progress.end_epoch()
+        if self.local_sgd is not None:
+            self.local_sgd.synchronize()
         total = loss_sum.to(self.reduce_device).clone()
         all_reduce_sum(total)
         return float(total) / (self.steps_per_epoch * self.env.world_size), lr
