@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -57,6 +59,35 @@ def run_cli(
         env=full_env,
         cwd=REPO,
     )
+
+
+def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
+    """Starts ``python -m landcover ARGS`` in its own session (so a test can kill the group)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "landcover", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+        start_new_session=True,
+    )
+
+
+def wait_for_log(
+    path: Path, pattern: str, proc: subprocess.Popen, timeout: float = 240, poll: float = 0.1
+) -> re.Match:
+    """Waits until ``pattern`` appears in the log file ``path`` of a running command."""
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if path.is_file():
+            match = re.search(pattern, path.read_text())
+            if match:
+                return match
+        if proc.poll() is not None:
+            raise AssertionError(f"the command ended early: {proc.stderr.read()}")
+        time.sleep(poll)
+    raise AssertionError(f"timed out waiting for {pattern!r} in {path}")
 
 
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:

@@ -3,7 +3,6 @@
 import os
 import re
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -14,7 +13,7 @@ import torch
 
 from landcover.data.synthetic import write_pair
 
-from conftest import REPO, assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, start_cli, wait_for_log
 
 
 def _blob_env(azurite) -> dict[str, str]:
@@ -157,37 +156,24 @@ def test_server_stopped_mid_load_ends_the_run_cleanly(
     data = f"az://{container}/big"
     assert run_cli("data", "upload", str(folder), data, env=env).returncode == 0
     run = tmp_path / "run"
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "landcover",
-            "train",
-            "--config",
-            str(tiny_config),
-            "--data",
-            data,
-            "--out",
-            str(run),
-            "--epochs",
-            "1",
-            "--workers",
-            "2",
-            "--set",
-            "data.fetch_concurrency=1",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, **env, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
+    proc = start_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        data,
+        "--out",
+        str(run),
+        "--epochs",
+        "1",
+        "--workers",
+        "2",
+        "--set",
+        "data.fetch_concurrency=1",
+        env=env,
     )
     log0 = run / "logs" / "rank0.log"
-    deadline = time.time() + 120
-    while time.time() < deadline and not (log0.is_file() and "fetching" in log0.read_text()):
-        assert proc.poll() is None, proc.stderr.read()
-        time.sleep(0.02)
+    wait_for_log(log0, "fetching", proc, timeout=120, poll=0.02)
     azurite_private.stop()
     stopped = time.time()
     try:

@@ -3,27 +3,13 @@
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from landcover.training.checkpoint import load_checkpoint
 
-from conftest import REPO, run_cli
-
-
-def _wait_for(predicate, timeout: float, proc: subprocess.Popen) -> None:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if predicate():
-            return
-        if proc.poll() is not None:
-            raise AssertionError(f"training ended early: {proc.stderr.read()}")
-        time.sleep(0.2)
-    raise AssertionError("timed out waiting for training to reach epoch 2")
+from conftest import run_cli, start_cli, wait_for_log
 
 
 @pytest.mark.slow
@@ -46,19 +32,11 @@ def test_sigkill_during_epoch_two_then_resume(
         "--samples-per-epoch",
         "400",
     ]
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "landcover", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-    )
+    proc = start_cli(*args)
     last = run / "checkpoints" / "last.pt"
     rank0 = run / "logs" / "rank0.log"
     # epoch 1 is checkpointed; then wait for a progress line of epoch 2 and kill everything
-    _wait_for(lambda: rank0.is_file() and "epoch 2/3 step" in rank0.read_text(), 240, proc)
+    wait_for_log(rank0, "epoch 2/3 step", proc, poll=0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
     assert load_checkpoint(last)["epoch"] == 1

@@ -6,39 +6,17 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 from azurite import free_port
 
-from conftest import REPO, assert_one_line_error
+from conftest import assert_one_line_error, start_cli, wait_for_log
 
 
 def _start(*args: str) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, "-m", "landcover", "train", *args],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        start_new_session=True,
-    )
-
-
-def _wait_for(path: Path, pattern: str, proc: subprocess.Popen, timeout: float = 240) -> re.Match:
-    deadline = time.time() + timeout
-    while time.time() < deadline:
-        if path.is_file():
-            match = re.search(pattern, path.read_text())
-            if match:
-                return match
-        if proc.poll() is not None:
-            raise AssertionError(f"training ended early: {proc.stderr.read()}")
-        time.sleep(0.1)
-    raise AssertionError(f"timed out waiting for {pattern!r} in {path}")
+    return start_cli("train", *args)
 
 
 def _digest(run: Path, rank: int) -> str:
@@ -105,8 +83,8 @@ def test_killed_worker_is_restarted_and_training_resumes(
         "--max-restarts",
         "2",
     )
-    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
-    _wait_for(run / "logs" / "rank0.log", r"epoch 2/3 step", proc)
+    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    wait_for_log(run / "logs" / "rank0.log", r"epoch 2/3 step", proc)
     os.kill(pid, signal.SIGKILL)
     _, err = proc.communicate(timeout=400)
     assert proc.returncode == 0, err
@@ -143,8 +121,8 @@ def test_killed_peer_without_restarts_ends_the_job(
         "--set",
         f"run.timeout_s={timeout_s}",
     )
-    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
-    _wait_for(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    wait_for_log(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
     _, err = proc.communicate(timeout=timeout_s + 60)
@@ -178,8 +156,8 @@ def test_hung_peer_times_out_with_a_clear_error(
         "--set",
         f"run.timeout_s={timeout_s}",
     )
-    pid = int(_wait_for(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
-    _wait_for(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    wait_for_log(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
     os.kill(pid, signal.SIGSTOP)  # hangs, does not die: only the collective timeout can notice
     stopped = time.time()
     # the timeout ends rank 0; torch then gives the frozen rank 30 s of SIGTERM grace
