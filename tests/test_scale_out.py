@@ -97,32 +97,26 @@ def test_killed_worker_is_restarted_and_training_resumes(
     assert [r["epoch"] for r in records] == [1, 2, 3]
 
 
+def _two_workers_in_epoch_one(
+    config: Path, data: Path, run: Path, timeout_s: int
+) -> tuple[subprocess.Popen, int]:
+    """Starts a 2-worker run with no restarts; returns it once training runs, and rank 1's pid."""
+    proc = _start(
+        "--config", str(config), "--data", str(data), "--out", str(run), "--epochs", "3",
+        "--workers", "2", "--samples-per-epoch", "400", "--max-restarts", "0",
+        "--set", f"run.timeout_s={timeout_s}",
+    )  # fmt: skip
+    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    wait_for_log(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    return proc, pid
+
+
 @pytest.mark.slow
 def test_killed_peer_without_restarts_ends_the_job(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
     timeout_s = 15
-    proc = _start(
-        "--config",
-        str(tiny_config),
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run),
-        "--epochs",
-        "3",
-        "--workers",
-        "2",
-        "--samples-per-epoch",
-        "400",
-        "--max-restarts",
-        "0",
-        "--set",
-        f"run.timeout_s={timeout_s}",
-    )
-    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
-    wait_for_log(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    proc, pid = _two_workers_in_epoch_one(tiny_config, tiny_data, tmp_path / "run", timeout_s)
     os.kill(pid, signal.SIGKILL)
     killed = time.time()
     _, err = proc.communicate(timeout=timeout_s + 60)
@@ -136,28 +130,8 @@ def test_killed_peer_without_restarts_ends_the_job(
 def test_hung_peer_times_out_with_a_clear_error(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
     timeout_s = 15
-    proc = _start(
-        "--config",
-        str(tiny_config),
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run),
-        "--epochs",
-        "3",
-        "--workers",
-        "2",
-        "--samples-per-epoch",
-        "400",
-        "--max-restarts",
-        "0",
-        "--set",
-        f"run.timeout_s={timeout_s}",
-    )
-    pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
-    wait_for_log(run / "logs" / "rank0.log", r"epoch 1/3 step", proc)
+    proc, pid = _two_workers_in_epoch_one(tiny_config, tiny_data, tmp_path / "run", timeout_s)
     os.kill(pid, signal.SIGSTOP)  # hangs, does not die: only the collective timeout can notice
     stopped = time.time()
     # the timeout ends rank 0; torch then gives the frozen rank 30 s of SIGTERM grace
