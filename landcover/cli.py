@@ -34,6 +34,9 @@ def train(
     workers: Annotated[
         int | None, typer.Option(help="Worker processes on this machine (one per GPU).")
     ] = None,
+    engine: Annotated[
+        str | None, typer.Option(help="torch (DDP, torchrun) or horovod (horovodrun).")
+    ] = None,
     batch_size: Annotated[int | None, typer.Option(help="Samples per worker per step.")] = None,
     lr: Annotated[
         float | None, typer.Option(help="Learning rate at optim.ref_batch (scaled linearly).")
@@ -92,6 +95,7 @@ def train(
         "optim.samples_per_epoch": samples_per_epoch,
         "run.out": out,
         "run.workers": workers,
+        "run.engine": engine,
         "run.device": device,
         "run.seed": seed,
         "run.max_restarts": max_restarts,

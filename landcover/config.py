@@ -182,6 +182,8 @@ class RunConfig(_Section):
     Attributes:
         out: Run folder (config, metrics, TensorBoard logs, checkpoints, plots).
         workers: Number of worker processes on this machine (one per GPU on CUDA).
+        engine: ``torch`` (DDP under torchrun's elastic agent) or ``horovod``
+            (``hvd.DistributedOptimizer`` under ``horovodrun``).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
         backend: torch.distributed backend; ``auto`` is NCCL on CUDA, Gloo on CPU.
         bf16: bf16 autocast on CUDA (ignored on CPU, which trains in fp32).
@@ -208,6 +210,7 @@ class RunConfig(_Section):
 
     out: str = "runs/default"
     workers: int = Field(1, ge=1)
+    engine: Literal["torch", "horovod"] = "torch"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     bf16: bool = True
@@ -233,6 +236,17 @@ class RunConfig(_Section):
             raise ValueError(
                 "run.local_sgd_period sends no gradients, so it cannot be combined with "
                 "run.grad_compression"
+            )
+        if self.engine == "horovod" and self.max_restarts:
+            raise ValueError(
+                "run.max_restarts needs the torch engine (torchrun's elastic agent); with "
+                "Horovod, rerun the same command to resume from the last checkpoint"
+            )
+        if self.engine == "horovod" and self.nnodes > 1:
+            raise ValueError(
+                "--nnodes is for the torch engine; for a multi-node Horovod job, run "
+                "'landcover train --engine horovod ...' under horovodrun -H host1:K,host2:K "
+                "(or mpirun)"
             )
         if self.nnodes == 1:
             return self

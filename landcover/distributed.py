@@ -4,21 +4,30 @@ Workers learn their place from the environment, so the same entry point runs und
 own launcher (torchrun's elastic agent), an external ``torchrun``, Azure ML's ``pytorch``
 distribution (``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR``, ``MASTER_PORT``) or
 ``mpirun`` (Open MPI's ``OMPI_COMM_WORLD_*`` or MPICH/Intel MPI's ``PMI_*`` variables, with
-``MASTER_ADDR``/``MASTER_PORT`` set by the user).
+``MASTER_ADDR``/``MASTER_PORT`` set by the user) or ``horovodrun`` (``HOROVOD_*``).
+
+The collective helpers (:func:`all_reduce_sum`, :func:`all_reduce_mean_`, :func:`barrier`,
+:func:`all_gather_object`) run on whichever engine the worker joined: torch.distributed's
+process group, or Horovod once ``horovod.torch`` is initialised.
 """
 
 from __future__ import annotations
 
 import os
+import sys
+from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import timedelta
+from types import ModuleType
+from typing import Any
 
 import torch
 import torch.distributed as dist
 
 from landcover.errors import ConfigError
 
-_MPI_VARS = (
+_LAUNCHER_VARS = (
+    ("HOROVOD_RANK", "HOROVOD_SIZE", "HOROVOD_LOCAL_RANK", "HOROVOD_LOCAL_SIZE"),
     (
         "OMPI_COMM_WORLD_RANK",
         "OMPI_COMM_WORLD_SIZE",
@@ -74,7 +83,7 @@ def env_from_environ(environ: dict[str, str] | None = None) -> DistEnv | None:
             local_rank=int(env.get("LOCAL_RANK", "0")),
             local_world_size=int(env.get("LOCAL_WORLD_SIZE", str(world))),
         )
-    for rank_var, size_var, local_var, local_size_var in _MPI_VARS:
+    for rank_var, size_var, local_var, local_size_var in _LAUNCHER_VARS:
         if rank_var in env and size_var in env:
             world = int(env[size_var])
             return DistEnv(
@@ -140,8 +149,22 @@ def destroy_process_group() -> None:
         dist.destroy_process_group()
 
 
+def _horovod() -> ModuleType | None:
+    """``horovod.torch`` when this worker runs on the Horovod engine, else ``None``."""
+    hvd = sys.modules.get("horovod.torch")
+    return hvd if hvd is not None and hvd.is_initialized() else None
+
+
+def world_size() -> int:
+    """Number of workers in the joined group (1 without one)."""
+    hvd = _horovod()
+    if hvd is not None:
+        return hvd.size()
+    return dist.get_world_size() if dist.is_initialized() else 1
+
+
 def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
-    """Sums a tensor across workers in place (a no-op without a process group).
+    """Sums a tensor across workers in place (a no-op without a group).
 
     Args:
         tensor: The tensor; on the collective backend's device.
@@ -149,12 +172,56 @@ def all_reduce_sum(tensor: torch.Tensor) -> torch.Tensor:
     Returns:
         The same tensor, now holding the sum.
     """
-    if dist.is_initialized() and dist.get_world_size() > 1:
+    if world_size() == 1:
+        return tensor
+    hvd = _horovod()
+    if hvd is not None:
+        tensor.copy_(hvd.allreduce(tensor, op=hvd.Sum))
+    else:
         dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
     return tensor
 
 
+def all_reduce_mean_(tensors: Iterable[torch.Tensor]) -> None:
+    """Replaces each floating-point tensor by its mean over all workers, in place.
+
+    Args:
+        tensors: The tensors (parameters and buffers, say); others are left alone.
+    """
+    world = world_size()
+    if world == 1:
+        return
+    for tensor in tensors:
+        if tensor.is_floating_point():
+            all_reduce_sum(tensor.data)
+            tensor.data.div_(world)
+
+
+def all_gather_object(obj: Any) -> list[Any]:
+    """Gathers a picklable object from every worker.
+
+    Args:
+        obj: This worker's object.
+
+    Returns:
+        Every worker's object, by rank.
+    """
+    if world_size() == 1:
+        return [obj]
+    hvd = _horovod()
+    if hvd is not None:
+        return list(hvd.allgather_object(obj))
+    gathered: list[Any] = [None] * dist.get_world_size()
+    dist.all_gather_object(gathered, obj)
+    return gathered
+
+
 def barrier() -> None:
-    """Waits for every worker (a no-op without a process group)."""
-    if dist.is_initialized() and dist.get_world_size() > 1:
+    """Waits for every worker (a no-op without a group)."""
+    if world_size() == 1:
+        return
+    hvd = _horovod()
+    if hvd is not None:
+        hvd.barrier()
+    else:
         dist.barrier()

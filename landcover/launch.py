@@ -21,12 +21,12 @@ from typing import Any
 
 from landcover.errors import LandcoverError, PeerFailureError
 
-_ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
+ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
 log = logging.getLogger("landcover")
 
 
-def _set_parent_death_signal() -> None:
-    """Asks Linux to kill this worker if its launcher dies (no orphans after a SIGKILL)."""
+def set_parent_death_signal() -> None:
+    """Asks Linux to kill this process if its parent dies (no orphans after a SIGKILL)."""
     if sys.platform != "linux":
         return
     try:
@@ -38,18 +38,53 @@ def _set_parent_death_signal() -> None:
         pass
 
 
+def report_worker_error(exc: LandcoverError, rank: int) -> bool:
+    """Leaves a worker's error for its launcher, when a launcher of ours started it.
+
+    Args:
+        exc: The worker's error.
+        rank: The worker's global rank.
+
+    Returns:
+        True if the error was written for the launcher (which prints it), False otherwise.
+    """
+    error_dir = os.environ.get(ERROR_DIR_ENV)
+    if not error_dir:
+        return False
+    kind = "peer" if isinstance(exc, PeerFailureError) else "cause"
+    Path(error_dir, f"rank{rank}.{kind}.txt").write_text(str(exc))
+    return True
+
+
+def reported_error(error_dir: Path, first_failed_rank: int | None = None) -> str | None:
+    """The reported worker error that best explains a failed job.
+
+    A worker's own LandcoverError (bad data, bad config...) comes first, then the peer-failure
+    message of the first rank to fail (or of any rank when that is unknown).
+
+    Args:
+        error_dir: The folder the workers reported into.
+        first_failed_rank: The rank that failed first, if the launcher knows it.
+
+    Returns:
+        The message, or ``None`` when no worker reported one.
+    """
+    causes = sorted(error_dir.glob("rank*.cause.txt"))
+    if causes:
+        return causes[0].read_text().strip()
+    peers = sorted(error_dir.glob("rank*.peer.txt"))
+    if first_failed_rank is not None:
+        peers = [p for p in peers if p.name == f"rank{first_failed_rank}.peer.txt"]
+    return peers[0].read_text().strip() if peers else None
+
+
 def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
-    """Runs ``fn`` in a worker; a LandcoverError is written for the launcher and exits non-zero."""
-    _set_parent_death_signal()
+    """Runs ``fn`` in a worker; a LandcoverError is reported to the launcher, exit non-zero."""
+    set_parent_death_signal()
     try:
         return fn(*args)
     except LandcoverError as exc:
-        error_dir = os.environ.get(_ERROR_DIR_ENV)
-        rank = os.environ.get("RANK", "0")
-        if error_dir:
-            kind = "peer" if isinstance(exc, PeerFailureError) else "cause"
-            Path(error_dir, f"rank{rank}.{kind}.txt").write_text(str(exc))
-        else:
+        if not report_worker_error(exc, int(os.environ.get("RANK", "0"))):
             print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
 
@@ -66,7 +101,7 @@ class _ElasticEvents(logging.Handler):
         failed = _FAILED.search(message)
         if failed:
             code, local_rank, pid = (int(g) for g in failed.groups())
-            what = _describe_exit(code)
+            what = describe_exit(code)
             log.warning("worker local rank %d (pid %d) %s", local_rank, pid, what)
             return
         restart = _RESTART.search(message)
@@ -80,7 +115,15 @@ class _ElasticEvents(logging.Handler):
             )
 
 
-def _describe_exit(code: int | None) -> str:
+def describe_exit(code: int | None) -> str:
+    """How a process ended, from its exit code (negative: killed by that signal).
+
+    Args:
+        code: The exit code.
+
+    Returns:
+        For example ``exited with code 1`` or ``was killed by signal SIGKILL``.
+    """
     if code is not None and code < 0:
         try:
             return f"was killed by signal {signal.Signals(-code).name}"
@@ -95,17 +138,14 @@ def _failure_message(exc: Any, error_dir: Path) -> str:
     A worker's own LandcoverError (bad data, bad config...) comes first; then the first
     worker to fail, by its own message when it reported a peer failure, else by how it died.
     """
-    causes = sorted(error_dir.glob("rank*.cause.txt"))
-    if causes:
-        return causes[0].read_text().strip()
     rank, failure = exc.get_first_failure()
-    peer = error_dir / f"rank{rank}.peer.txt"
-    if peer.is_file():
-        return peer.read_text().strip()
+    reported = reported_error(error_dir, rank)
+    if reported:
+        return reported
     detail = ""
     if isinstance(failure.message, str) and failure.message not in ("", "<N/A>"):
         detail = ": " + failure.message.strip().splitlines()[-1][:300]
-    return f"worker rank {rank} {_describe_exit(failure.exitcode)}{detail}"
+    return f"worker rank {rank} {describe_exit(failure.exitcode)}{detail}"
 
 
 def launch_workers(
@@ -170,8 +210,8 @@ def launch_workers(
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
         )
-        previous = os.environ.get(_ERROR_DIR_ENV)
-        os.environ[_ERROR_DIR_ENV] = str(error_dir)
+        previous = os.environ.get(ERROR_DIR_ENV)
+        os.environ[ERROR_DIR_ENV] = str(error_dir)
         try:
             return elastic_launch(config, _guarded)(fn, *args)
         except SignalException as exc:
@@ -183,6 +223,6 @@ def launch_workers(
             raise LandcoverError(_failure_message(exc, error_dir)) from None
         finally:
             if previous is None:
-                os.environ.pop(_ERROR_DIR_ENV, None)
+                os.environ.pop(ERROR_DIR_ENV, None)
             else:
-                os.environ[_ERROR_DIR_ENV] = previous
+                os.environ[ERROR_DIR_ENV] = previous

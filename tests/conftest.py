@@ -46,6 +46,11 @@ def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return path
 
 
+def train_args(config: Path, data: Path, out: Path, *extra: str) -> list[str]:
+    """The ``train --config C --data D --out O ...`` argument list of a CLI training run."""
+    return ["train", "--config", str(config), "--data", str(data), "--out", str(out), *extra]
+
+
 def run_cli(
     *args: str, timeout: float = 300, env: dict | None = None
 ) -> subprocess.CompletedProcess:

@@ -388,6 +388,9 @@ def test_azureml_files(tmp_path: Path, small_config: Path, engine: str) -> None:
     assert any(d.startswith("torch") for d in pip) and any(d.startswith("rasterio") for d in pip)
     dockerfile = (out / "environment" / "Dockerfile").read_text()
     assert "conda.yml" in dockerfile and "pip install" in dockerfile
+    # the horovod image builds Horovod with the shipped script, against the image's Open MPI
+    assert ("HOROVOD_WITH_MPI=1" in dockerfile) == (engine == "horovod")
+    assert (out / "environment" / "install-horovod.sh").is_file() == (engine == "horovod")
     assert (out / "environment" / "src" / "pyproject.toml").is_file()
     assert (out / "environment" / "src" / "landcover" / "cli.py").is_file()
 

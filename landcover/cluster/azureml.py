@@ -176,9 +176,11 @@ def dockerfile(base_image: str, horovod_script: bool) -> str:
     if horovod_script:
         lines += [
             "",
-            "# Horovod, built against the installed torch (see scripts/install-horovod.sh).",
+            "# Horovod, built against the installed torch with the image's Open MPI as its",
+            "# controller, for the job's `mpi` distribution (see scripts/install-horovod.sh).",
             "COPY install-horovod.sh /tmp/install-horovod.sh",
-            "RUN bash /tmp/install-horovod.sh && rm /tmp/install-horovod.sh",
+            "RUN LANDCOVER_PYTHON=/opt/landcover/bin/python HOROVOD_WITH_MPI=1 \\",
+            "    bash /tmp/install-horovod.sh && rm /tmp/install-horovod.sh",
         ]
     return "\n".join(lines) + "\n"
 

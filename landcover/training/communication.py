@@ -13,9 +13,10 @@
 from __future__ import annotations
 
 import torch
-import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
+
+from landcover.distributed import all_reduce_mean_
 
 
 def configure_gradient_compression(ddp: nn.Module, mode: str) -> None:
@@ -40,18 +41,12 @@ def configure_gradient_compression(ddp: nn.Module, mode: str) -> None:
 
 @torch.no_grad()
 def average_parameters(model: nn.Module) -> None:
-    """Replaces every parameter and buffer by its mean over all workers.
+    """Replaces every parameter and buffer by its mean over all workers (either engine).
 
     Args:
         model: The bare model (not a DDP wrapper).
     """
-    if not dist.is_initialized() or dist.get_world_size() == 1:
-        return
-    world = dist.get_world_size()
-    for tensor in [*model.parameters(), *model.buffers()]:
-        if tensor.is_floating_point():
-            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-            tensor.div_(world)
+    all_reduce_mean_([*model.parameters(), *model.buffers()])
 
 
 class LocalSGD:

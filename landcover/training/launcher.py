@@ -2,8 +2,9 @@
 
 ``landcover train`` checks the data's headers before starting anything, then runs the
 training worker in-process (``--workers 1``, no DDP), under landcover's elastic launcher
-(``--workers N``), or directly when an external launcher (``torchrun``, ``mpirun``, Azure ML)
-already started this process as one worker.
+(``--workers N``; ``horovodrun`` with ``--engine horovod``), or directly when an external
+launcher (``torchrun``, ``mpirun``, ``horovodrun``, Azure ML) already started this process as
+one worker.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.data.sample import data_root
 from landcover.distributed import DistEnv, env_from_environ
-from landcover.launch import launch_workers
+from landcover.errors import LandcoverError
+from landcover.launch import launch_workers, report_worker_error
 from landcover.logs import setup_logging
 from landcover.training.trainer import run_worker, worker_entry
 
@@ -67,13 +69,26 @@ def train_main(config: Config) -> None:
     """
     external = env_from_environ()
     if external is not None:
-        run_worker(config, external)
+        try:
+            run_worker(config, external)
+        except LandcoverError as exc:
+            # started by our own horovodrun launcher: it prints the job's one error line
+            if report_worker_error(exc, external.rank):
+                raise SystemExit(exc.exit_code) from None
+            raise
         return
     setup_logging(DistEnv(), None)
     preflight(config)
     run = config.run
     if run.workers == 1 and run.nnodes == 1:
         run_worker(config, DistEnv())
+        return
+    if run.engine == "horovod":
+        from landcover.launch_horovod import launch_horovod
+
+        log.info("starting %d workers (horovodrun, Gloo controller)", run.workers)
+        launch_horovod(config, run.workers)
+        log.info("done: run folder %s", run.out)
         return
     if run.nnodes > 1:
         log.info(

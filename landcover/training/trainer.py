@@ -32,6 +32,7 @@ from landcover.data.sharding import shard
 from landcover.devices import autocast, resolve_device
 from landcover.distributed import (
     DistEnv,
+    all_gather_object,
     all_reduce_sum,
     barrier,
     destroy_process_group,
@@ -42,6 +43,7 @@ from landcover.errors import CheckpointError, DataError, PeerFailureError, Train
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
 from landcover.models import build_model, load_initial_weights
+from landcover.training import horovod_engine
 from landcover.training.checkpoint import (
     checkpoint_state,
     find_resume_checkpoint,
@@ -145,9 +147,11 @@ def accumulation_step(
     Returns:
         The detached mean loss over the micro-batches.
     """
-    optimizer.zero_grad(set_to_none=True)
+    optimizer.zero_grad()  # None gradients (Horovod's zero_grad takes no arguments)
     total = torch.zeros((), device=micro_batches[0][0].device)
     k = len(micro_batches)
+    # Horovod's DistributedOptimizer all-reduces in hooks and counts backward passes itself
+    horovod = hasattr(optimizer, "synchronize")
     for i, (inputs, target) in enumerate(micro_batches):
         skip_sync = isinstance(model, DistributedDataParallel) and (i < k - 1 or not sync)
         with model.no_sync() if skip_sync else contextlib.nullcontext():
@@ -156,6 +160,12 @@ def accumulation_step(
             loss = criterion(logits, target) / k
             loss.backward()
         total += loss.detach()
+    if grad_clip is not None and horovod:
+        optimizer.synchronize()  # type: ignore[attr-defined]
+        nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
+        with optimizer.skip_synchronize():  # type: ignore[attr-defined]
+            optimizer.step()
+        return total
     if grad_clip is not None:
         nn.utils.clip_grad_norm_(model.parameters(), grad_clip)
     optimizer.step()
@@ -254,13 +264,18 @@ class Trainer:
             model.to(memory_format=torch.channels_last)
         self.model = model
         self.ddp: nn.Module = model
-        if self.env.distributed:
+        torch_ddp = self.env.distributed and cfg.run.engine == "torch"
+        if torch_ddp:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(model, device_ids=ids)
             configure_gradient_compression(self.ddp, cfg.run.grad_compression)
         period = cfg.run.local_sgd_period
         self.local_sgd = LocalSGD(model, period) if period and self.env.distributed else None
         self.optimizer = build_optimizer(model.parameters(), cfg)
+        if cfg.run.engine == "horovod" and self.local_sgd is None:
+            self.optimizer = horovod_engine.distributed_optimizer(
+                self.optimizer, model, cfg.run.grad_compression, cfg.optim.accumulate
+            )
         self.criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
 
     def _resume(self) -> tuple[int, float]:
@@ -380,6 +395,8 @@ class Trainer:
         self._load_data()
         self._build_model()
         start_epoch, best = self._resume()
+        if cfg.run.engine == "horovod":
+            horovod_engine.broadcast_state(self.model, self.optimizer, resumed=start_epoch > 0)
         if start_epoch >= cfg.optim.epochs:
             log.info(
                 "nothing to do: the run already has %d epoch(s), --epochs is %d",
@@ -468,10 +485,7 @@ class Trainer:
     def _verify_replicas(self) -> None:
         """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""
         digest = parameter_digest(self.model)
-        digests = [digest]
-        if self.env.distributed:
-            digests = [""] * self.env.world_size
-            torch.distributed.all_gather_object(digests, digest)
+        digests = all_gather_object(digest)
         if len(set(digests)) != 1:
             raise TrainingError(f"worker weights diverged: parameter digests {digests}")
         log.info(
@@ -488,6 +502,7 @@ _COLLECTIVE_FAILURES = (
     "gloo",
     "nccl",
     "processgroup",
+    "horovod",
 )
 
 
@@ -522,8 +537,11 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     setup_logging(env, RunFolder(config.run.out).local)
     threads = config.run.threads_per_worker or max(1, (os.cpu_count() or 1) // env.local_world_size)
     torch.set_num_threads(threads)
+    horovod = config.run.engine == "horovod"
     backend = config.run.backend
-    if backend == "auto":
+    if horovod:
+        backend = "horovod"
+    elif backend == "auto":
         cuda = config.run.device != "cpu" and torch.cuda.is_available()
         backend = "nccl" if cuda else "gloo"
     restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
@@ -537,7 +555,15 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
         backend,
         f", restart {restart} of the worker group" if restart else "",
     )
-    init_process_group(env, backend, config.run.timeout_s)
+    if horovod:
+        joined = horovod_engine.init_horovod()
+        if joined[:2] != (env.rank, env.world_size):
+            raise TrainingError(
+                f"Horovod placed this worker at rank {joined[0]} of {joined[1]}, the launcher "
+                f"at {env.rank} of {env.world_size}"
+            )
+    else:
+        init_process_group(env, backend, config.run.timeout_s)
     try:
         return Trainer(config, env).run()
     except RuntimeError as exc:
@@ -549,7 +575,10 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
             f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
         ) from None
     finally:
-        destroy_process_group()
+        if horovod:
+            horovod_engine.shutdown_horovod()
+        else:
+            destroy_process_group()
 
 
 def worker_entry(config_dict: dict[str, Any]) -> dict[str, Any]:
