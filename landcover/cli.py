@@ -68,7 +68,7 @@ def train(
         str | None, typer.Option(help="Rendezvous id (default: from --out).")
     ] = None,
     grad_compression: Annotated[
-        str | None, typer.Option(help="Gradient all-reduce: none or fp16.")
+        str | None, typer.Option(help="Gradient all-reduce: none, fp16 or powersgd.")
     ] = None,
     accumulate: Annotated[
         int | None, typer.Option(help="Micro-batches per optimizer step (one all-reduce each).")

@@ -203,7 +203,10 @@ class RunConfig(_Section):
         rdzv_endpoint: ``host:port`` of the c10d rendezvous (one node's address) when
             ``nnodes > 1``.
         rdzv_id: Rendezvous id shared by the nodes (default: derived from ``out``).
-        grad_compression: ``none`` or ``fp16`` (a DDP communication hook).
+        grad_compression: ``none``, ``fp16`` or ``powersgd`` (DDP communication hooks;
+            Horovod offers ``none`` and ``fp16``).
+        powersgd_rank: Rank of PowerSGD's gradient approximation.
+        powersgd_warmup_steps: Optimizer steps of plain all-reduce before PowerSGD starts.
         local_sgd_period: Average models every H optimizer steps instead of all-reducing
             gradients every step (0: off).
     """
@@ -227,7 +230,9 @@ class RunConfig(_Section):
     workers_per_node: int | None = Field(None, ge=1)
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
-    grad_compression: Literal["none", "fp16"] = "none"
+    grad_compression: Literal["none", "fp16", "powersgd"] = "none"
+    powersgd_rank: int = Field(1, ge=1)
+    powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
 
     @model_validator(mode="after")
@@ -236,6 +241,11 @@ class RunConfig(_Section):
             raise ValueError(
                 "run.local_sgd_period sends no gradients, so it cannot be combined with "
                 "run.grad_compression"
+            )
+        if self.engine == "horovod" and self.grad_compression == "powersgd":
+            raise ValueError(
+                "--grad-compression powersgd is a DDP communication hook of the torch engine; "
+                "Horovod offers none or fp16"
             )
         if self.engine == "horovod" and self.max_restarts:
             raise ValueError(

@@ -14,6 +14,7 @@ import re
 import signal
 import sys
 import tempfile
+import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
@@ -87,6 +88,14 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
         if not report_worker_error(exc, int(os.environ.get("RANK", "0"))):
             print(f"error: {exc}", file=sys.stderr)
         raise SystemExit(exc.exit_code) from None
+    except Exception as exc:
+        # a bug, not bad input: keep the worker's traceback for the report
+        traceback.print_exc()
+        error_dir = os.environ.get(ERROR_DIR_ENV)
+        if error_dir:
+            last = f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
+            Path(error_dir, f"rank{os.environ.get('RANK', '0')}.crash.txt").write_text(last)
+        raise SystemExit(1) from None
 
 
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
@@ -142,6 +151,9 @@ def _failure_message(exc: Any, error_dir: Path) -> str:
     reported = reported_error(error_dir, rank)
     if reported:
         return reported
+    crash = error_dir / f"rank{rank}.crash.txt"
+    if crash.is_file():
+        return f"worker rank {rank} failed with {crash.read_text().strip()} (traceback above)"
     detail = ""
     if isinstance(failure.message, str) and failure.message not in ("", "<N/A>"):
         detail = ": " + failure.message.strip().splitlines()[-1][:300]

@@ -56,3 +56,11 @@ def one_step(batch_path: str, out_path: str, rows: list[int] | None = None) -> N
             torch.save(model.state_dict(), out_path)
     finally:
         destroy_process_group()
+
+
+def crash(rank_to_crash: int) -> None:
+    """A worker with a bug: raises an unexpected exception on one rank."""
+    env = env_from_environ()
+    assert env is not None
+    if env.rank == rank_to_crash:
+        raise ZeroDivisionError("the bug under test")

@@ -5,9 +5,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from landcover.errors import LandcoverError
 from landcover.launch import launch_workers
 
-from ddp_helpers import make_batch, one_step
+from ddp_helpers import crash, make_batch, one_step
 
 
 def _max_param_diff(a: dict, b: dict) -> float:
@@ -30,3 +31,12 @@ def test_two_worker_step_equals_one_worker_step_on_the_whole_batch(tmp_path: Pat
     # control: a step on batch a alone moves the weights elsewhere, so the match above is the
     # gradient all-reduce at work, not an untouched model
     assert _max_param_diff(half, one) > 1e-3
+
+
+def test_a_worker_bug_is_named_with_its_exception(capfd: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(
+        LandcoverError, match=r"worker rank 1 failed with ZeroDivisionError: the bug"
+    ):
+        launch_workers(crash, (1,), nproc=2)
+    # the worker's own traceback is kept for the bug report
+    assert "Traceback" in capfd.readouterr().err

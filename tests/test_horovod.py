@@ -185,9 +185,17 @@ def test_missing_horovod_says_how_to_install(
     assert_one_line_error(result, "--engine horovod needs Horovod", "install-horovod.sh")
 
 
-def test_horovod_refuses_torch_only_options(tiny_config: Path, tiny_data: Path) -> None:
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--max-restarts", "2"], "max_restarts needs the torch engine"),
+        (["--grad-compression", "powersgd"], "Horovod offers none or fp16"),
+    ],
+)
+def test_horovod_refuses_torch_only_options(
+    tiny_config: Path, tiny_data: Path, option: list[str], message: str
+) -> None:
     result = run_cli(
-        *train_args(tiny_config, tiny_data, Path("unused"), "--engine", "horovod"),
-        "--max-restarts", "2",
-    )  # fmt: skip
-    assert_one_line_error(result, "max_restarts needs the torch engine")
+        *train_args(tiny_config, tiny_data, Path("unused"), "--engine", "horovod"), *option
+    )
+    assert_one_line_error(result, message)

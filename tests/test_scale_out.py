@@ -153,10 +153,12 @@ def test_hung_peer_times_out_with_a_clear_error(
     "option",
     [
         ["--grad-compression", "fp16"],
+        # PowerSGD after 4 steps of plain all-reduce: most of the 36 steps are compressed
+        ["--grad-compression", "powersgd", "--set", "run.powersgd_warmup_steps=4"],
         ["--accumulate", "2"],
         ["--local-sgd-period", "4"],
     ],
-    ids=["fp16", "accumulate", "local-sgd"],
+    ids=["fp16", "powersgd", "accumulate", "local-sgd"],
 )
 def test_communication_options_train_two_workers(
     option: list[str], tiny_data: Path, tiny_config: Path, tmp_path: Path

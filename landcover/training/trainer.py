@@ -268,7 +268,12 @@ class Trainer:
         if torch_ddp:
             ids = [self.device.index] if self.device.type == "cuda" else None
             self.ddp = DistributedDataParallel(model, device_ids=ids)
-            configure_gradient_compression(self.ddp, cfg.run.grad_compression)
+            configure_gradient_compression(
+                self.ddp,
+                cfg.run.grad_compression,
+                cfg.run.powersgd_rank,
+                cfg.run.powersgd_warmup_steps,
+            )
         period = cfg.run.local_sgd_period
         self.local_sgd = LocalSGD(model, period) if period and self.env.distributed else None
         self.optimizer = build_optimizer(model.parameters(), cfg)
