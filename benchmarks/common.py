@@ -6,11 +6,44 @@ import csv
 import json
 import os
 import platform
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 import torch
+
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS = REPO / "benchmarks" / "results"
+
+
+@dataclass
+class Goal:
+    """One goal of the benchmark issue, as measured.
+
+    Attributes:
+        part: The benchmark part (io, train, scaling, predict, load, model).
+        goal: What is measured, in words.
+        value: The measured figure (a ratio, mostly), or None when not measurable here.
+        target: The goal, e.g. ``>= 20``.
+        holds: Whether the figure meets the goal (None when not measurable here).
+        note: Context (what limits the figure on this machine, say).
+    """
+
+    part: str
+    goal: str
+    value: float | None
+    target: str
+    holds: bool | None
+    note: str = ""
+
+    def as_row(self) -> dict[str, Any]:
+        """The goal as a table row."""
+        row = asdict(self)
+        row["holds"] = {True: "yes", False: "NO", None: "n/a"}[self.holds]
+        row["value"] = "" if self.value is None else self.value
+        return row
 
 
 def machine() -> dict[str, Any]:
@@ -33,14 +66,21 @@ def machine() -> dict[str, Any]:
     return info
 
 
-def write_results(name: str, rows: list[dict[str, Any]], extra: dict[str, Any], out: Path) -> Path:
+def write_results(
+    name: str,
+    rows: list[dict[str, Any]],
+    extra: dict[str, Any],
+    out: Path,
+    goals: list[Goal] | None = None,
+) -> Path:
     """Writes ``{name}.json`` and ``{name}.csv`` with the date and machine, prints a table.
 
     Args:
         name: Benchmark name.
         rows: One dict per measurement.
-        extra: Other figures (goals, ratios) for the JSON.
+        extra: Other figures (settings, ratios) for the JSON.
         out: Results folder.
+        goals: The issue's goals this part measures (kept in the JSON as ``goals``).
 
     Returns:
         The JSON file.
@@ -48,6 +88,8 @@ def write_results(name: str, rows: list[dict[str, Any]], extra: dict[str, Any], 
     out.mkdir(parents=True, exist_ok=True)
     stamp = datetime.now(timezone.utc).isoformat(timespec="seconds")
     doc = {"benchmark": name, "date": stamp, "machine": machine(), "rows": rows, **extra}
+    if goals is not None:
+        doc["goals"] = [asdict(g) for g in goals]
     path = out / f"{name}.json"
     path.write_text(json.dumps(doc, indent=2) + "\n")
     with (out / f"{name}.csv").open("w", newline="") as handle:
@@ -55,6 +97,8 @@ def write_results(name: str, rows: list[dict[str, Any]], extra: dict[str, Any], 
         writer.writeheader()
         writer.writerows(rows)
     print_table(name, rows)
+    if goals:
+        print_table(f"{name}: goals", [g.as_row() for g in goals])
     return path
 
 
