@@ -58,7 +58,7 @@ def train(
     ] = None,
     nnodes: Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")] = None,
     node_rank: Annotated[
-        int | None, typer.Option(help="This node's rank (informational; c10d assigns ranks).")
+        int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
     ] = None,
     workers_per_node: Annotated[int | None, typer.Option(help="Workers on each node.")] = None,
     rdzv_endpoint: Annotated[
@@ -103,11 +103,11 @@ def train(
         "run.workers_per_node": workers_per_node,
         "run.rdzv_endpoint": rdzv_endpoint,
         "run.rdzv_id": rdzv_id,
+        "run.node_rank": node_rank,
         "run.grad_compression": grad_compression,
         "optim.accumulate": accumulate,
         "run.local_sgd_period": local_sgd_period,
     }
-    del node_rank  # accepted like torchrun's; the c10d rendezvous assigns the ranks
     train_main(load_config(config, overrides, set_))
 
 
@@ -283,13 +283,17 @@ def cluster_plan(
         typer.Option(help="Training data (folder or URL); default: data.root or the sample."),
     ] = None,
 ) -> None:
-    """Nodes, processes per node, global batch, learning rate and data per worker."""
-    from landcover.cluster.plan import make_plan, plan_lines
+    """Nodes, processes per node, global batch, learning rate, data per worker, epoch time.
+
+    The epoch time is a model estimate (ring all-reduce over the VM size's interconnect).
+    """
+    from landcover.cluster.plan import make_plan, plan_lines, with_prediction
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
 
     spec = load_cluster(cluster)
-    plan = make_plan(spec, workers, load_config(config), data)
+    settings = load_config(config)
+    plan = with_prediction(make_plan(spec, workers, settings, data), settings)
     for line in plan_lines(plan, str(cluster)):
         typer.echo(line, err=line.startswith("warning: "))
 

@@ -203,6 +203,12 @@ class RunConfig(_Section):
         rdzv_endpoint: ``host:port`` of the c10d rendezvous (one node's address) when
             ``nnodes > 1``.
         rdzv_id: Rendezvous id shared by the nodes (default: derived from ``out``).
+        rdzv_timeout_s: Seconds the nodes wait for each other at the rendezvous (the join,
+            and at most 60 s for each read from the rendezvous store).
+        node_rank: This node's rank; node 0 hosts the c10d rendezvous store (default:
+            torch decides from whether the endpoint's host name is this machine's).
+        local_addr: This node's address as the other nodes reach it (default: its host
+            name); set it on hosts with several interfaces.
         grad_compression: ``none``, ``fp16`` or ``powersgd`` (DDP communication hooks;
             Horovod offers ``none`` and ``fp16``).
         powersgd_rank: Rank of PowerSGD's gradient approximation.
@@ -230,6 +236,9 @@ class RunConfig(_Section):
     workers_per_node: int | None = Field(None, ge=1)
     rdzv_endpoint: str | None = None
     rdzv_id: str | None = None
+    rdzv_timeout_s: float = Field(600.0, gt=0.0)
+    node_rank: int | None = Field(None, ge=0)
+    local_addr: str | None = None
     grad_compression: Literal["none", "fp16", "powersgd"] = "none"
     powersgd_rank: int = Field(1, ge=1)
     powersgd_warmup_steps: int = Field(10, ge=0)

@@ -170,6 +170,9 @@ def launch_workers(
     run_id: str | None = None,
     max_restarts: int = 0,
     monitor_interval: float = 0.5,
+    is_rdzv_host: bool | None = None,
+    local_addr: str | None = None,
+    rdzv_timeout_s: float = 600.0,
 ) -> dict[int, Any]:
     """Runs ``fn(*args)`` in ``nproc`` worker processes under torchrun's elastic agent.
 
@@ -185,6 +188,11 @@ def launch_workers(
         run_id: Rendezvous id shared by the nodes' agents.
         max_restarts: Times the agent restarts the worker group after a failure.
         monitor_interval: Seconds between the agent's health checks.
+        is_rdzv_host: Whether this agent hosts the rendezvous store (None: torch decides by
+            the endpoint's host name).
+        local_addr: This node's address for the other nodes (None: its host name).
+        rdzv_timeout_s: How long the nodes wait for each other at the rendezvous (at most
+            60 s of it for one read from the rendezvous store).
 
     Returns:
         Each global rank's return value.
@@ -194,6 +202,7 @@ def launch_workers(
     """
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.elastic.rendezvous.api import RendezvousError
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
 
     elastic = logging.getLogger("torch.distributed.elastic")
@@ -218,6 +227,12 @@ def launch_workers(
             rdzv_endpoint=rdzv_endpoint,
             max_restarts=max_restarts,
             monitor_interval=monitor_interval,
+            rdzv_configs={
+                "join_timeout": round(rdzv_timeout_s),
+                "read_timeout": max(1, round(min(rdzv_timeout_s, 60))),
+                **({} if is_rdzv_host is None else {"is_host": is_rdzv_host}),
+            },
+            local_addr=local_addr,
             shutdown_timeout=10,
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
@@ -233,6 +248,13 @@ def launch_workers(
             ) from None
         except ChildFailedError as exc:
             raise LandcoverError(_failure_message(exc, error_dir)) from None
+        except RendezvousError as exc:
+            cause = exc.__cause__ or exc.__context__
+            detail = str(cause or exc).splitlines()[0][:200]
+            raise LandcoverError(
+                f"rendezvous at {rdzv_endpoint} failed ({detail}); check --rdzv-endpoint, that "
+                "node 0 is up and the port is open between the nodes"
+            ) from None
         finally:
             if previous is None:
                 os.environ.pop(ERROR_DIR_ENV, None)

@@ -66,10 +66,15 @@ def run_cli(
     )
 
 
-def start_cli(*args: str, env: dict | None = None) -> subprocess.Popen:
-    """Starts ``python -m landcover ARGS`` in its own session (so a test can kill the group)."""
+def start_cli(
+    *args: str, env: dict | None = None, prefix: list[str] | None = None
+) -> subprocess.Popen:
+    """Starts ``python -m landcover ARGS`` in its own session (so a test can kill the group).
+
+    ``prefix`` runs it through another command (``ip netns exec NS``, say).
+    """
     return subprocess.Popen(
-        [sys.executable, "-m", "landcover", *args],
+        [*(prefix or []), sys.executable, "-m", "landcover", *args],
         cwd=REPO,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,

@@ -108,5 +108,8 @@ def train_main(config: Config) -> None:
         rdzv_endpoint=run.rdzv_endpoint or "localhost:0",
         run_id=run_id,
         max_restarts=run.max_restarts,
+        is_rdzv_host=None if run.node_rank is None else run.node_rank == 0,
+        rdzv_timeout_s=run.rdzv_timeout_s,
+        local_addr=run.local_addr,
     )
     log.info("done: run folder %s", run.out)
