@@ -13,7 +13,6 @@ from typing import Any
 
 import torch
 
-
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
 

@@ -22,7 +22,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import RESULTS, Goal, machine, print_table  # noqa: E402
+from common import RESULTS, Goal, machine, print_table
 
 PARTS = ("io", "train", "scaling", "predict", "load", "model")
 
@@ -71,7 +71,7 @@ def write_summary(goals: list[Goal], timings: list[dict], quick: bool, out: Path
             writer.writeheader()
             writer.writerows(rows)
         print_table("goals", rows)
-    print_table("time per part", timings + [{"part": "total", "seconds": doc["total_s"]}])
+    print_table("time per part", [*timings, {"part": "total", "seconds": doc["total_s"]}])
 
 
 if __name__ == "__main__":

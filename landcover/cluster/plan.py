@@ -2,7 +2,8 @@
 
 :func:`make_plan` turns ``cluster.json``, a worker count, a config and a data folder into a
 :class:`ClusterPlan` (numbers a test or a notebook can use); :func:`plan_lines` renders it
-for ``landcover cluster plan``.
+for ``landcover cluster plan``; :func:`with_prediction` adds the scaling cost model's
+epoch time (:mod:`~landcover.cluster.costmodel`).
 """
 
 from __future__ import annotations
@@ -10,9 +11,10 @@ from __future__ import annotations
 import contextlib
 import math
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from landcover import storage
+from landcover.cluster import costmodel
 from landcover.cluster.spec import ClusterSpec
 from landcover.cluster.vmsizes import VmSize, current_sizes
 from landcover.config import Config
@@ -84,9 +86,12 @@ class ClusterPlan:
         steps_per_epoch: Steps each worker takes per epoch.
         data: The training data and its shares, if computed.
         warnings: Lines to show as warnings (retired size, idle GPUs, ...).
-        predicted_epoch_s: Predicted epoch time in seconds: the hook for an epoch-time model
-            (fill it with ``dataclasses.replace(plan, predicted_epoch_s=...)``); ``None``
-            until one is available, and then not shown.
+        predicted_epoch_s: Predicted epoch time (training steps) in seconds, from the
+            scaling cost model (:func:`with_prediction` fills it in); ``None`` until then,
+            and then not shown.
+        predicted_single_s: The model's epoch time for one GPU of the same VM size, s.
+        predicted_efficiency: ``predicted_single_s / (workers x predicted_epoch_s)``.
+        prediction_basis: What the prediction assumes (interconnect, compute reference).
     """
 
     vm: VmSize
@@ -107,6 +112,9 @@ class ClusterPlan:
     data: DataPlan | None = None
     warnings: list[str] = field(default_factory=list)
     predicted_epoch_s: float | None = None
+    predicted_single_s: float | None = None
+    predicted_efficiency: float | None = None
+    prediction_basis: str = ""
 
     @property
     def target_suffices(self) -> bool:
@@ -244,6 +252,69 @@ def make_plan(
     )
 
 
+_DEFAULT_ARCH = ("resnet34", 5, [256, 128, 64, 32, 16])
+
+
+def with_prediction(plan: ClusterPlan, config: Config) -> ClusterPlan:
+    """Adds the scaling cost model's epoch time and efficiency to a plan.
+
+    The compute time per sample is the reference figure of the VM's GPU model for the
+    default ResNet-34 U-Net (:mod:`~landcover.cluster.costmodel`: calibrated on the original
+    run's K80, scaled by published training throughput), scaled by the patch area; the
+    gradient all-reduce is a ring inside the node and across nodes over the VM's
+    interconnect, overlapped with the backward pass as DDP does. Training steps only:
+    validation and checkpoints are not included.
+
+    Args:
+        plan: The plan (its VM size, workers, batch and samples per epoch).
+        config: The run's configuration (patch size, model, gradient compression,
+            accumulation).
+
+    Returns:
+        The plan with ``predicted_epoch_s``, ``predicted_single_s``,
+        ``predicted_efficiency`` and ``prediction_basis`` set, or unchanged when the VM's
+        GPU model has no reference figure.
+    """
+    run, model = config.run, config.model
+    try:
+        workload = costmodel.vm_workload(
+            plan.vm,
+            samples_per_epoch=plan.samples_per_epoch,
+            batch=plan.batch_size,
+            patch_size=config.data.patch_size,
+            grad_bytes_per_param=2 if run.grad_compression == "fp16" else 4,
+            accumulate=config.optim.accumulate,
+        )
+        fabric = costmodel.fabric_for(plan.vm)
+    except KeyError:
+        return plan
+    prediction = costmodel.predict(workload, fabric, plan.workers)
+    single = costmodel.predict(workload, fabric, 1)
+    basis = [
+        f"ring all-reduce over {fabric.name}",
+        f"{plan.vm.gpu_model} reference compute for the {costmodel.DEFAULT_MODEL.name}",
+    ]
+    if (model.encoder, model.encoder_depth, model.decoder_channels) != _DEFAULT_ARCH:
+        basis.append(f"your {model.encoder} U-Net will differ")
+    if run.grad_compression == "powersgd" or run.local_sgd_period:
+        basis.append("PowerSGD / local SGD not modelled: full gradients every step")
+    return replace(
+        plan,
+        predicted_epoch_s=prediction.epoch_s,
+        predicted_single_s=single.epoch_s,
+        predicted_efficiency=prediction.efficiency,
+        prediction_basis="; ".join(basis),
+    )
+
+
+def _seconds(value: float) -> str:
+    if value >= 100:
+        return f"{value:,.0f} s"
+    if value >= 1:
+        return f"{value:.1f} s"
+    return f"{value:.2g} s"
+
+
 def _mb(n: int) -> str:
     if n >= 1e9:
         return f"{n / 1e9:,.2f} GB"
@@ -327,6 +398,14 @@ def plan_lines(plan: ClusterPlan, cluster_file: str = "cluster.json") -> list[st
                 "each worker holds one tile and tiles are shared by several workers"
             )
     if plan.predicted_epoch_s is not None:
-        lines.append(f"predicted epoch time: {plan.predicted_epoch_s:,.1f} s")
+        line = f"predicted epoch time: ~{_seconds(plan.predicted_epoch_s)}"
+        if plan.predicted_single_s is not None and plan.predicted_efficiency is not None:
+            line += (
+                f" on {plan.workers} workers (~{_seconds(plan.predicted_single_s)} on 1 GPU; "
+                f"efficiency {plan.predicted_efficiency:.2f} vs 1 GPU)"
+            )
+        lines.append(line)
+        basis = f": {plan.prediction_basis}" if plan.prediction_basis else ""
+        lines.append(f"  model estimate of the training steps (no validation, checkpoints){basis}")
     lines.extend(f"warning: {w}" for w in plan.warnings)
     return lines
