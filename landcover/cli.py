@@ -121,7 +121,14 @@ def predict(
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 16,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
+    ] = None,
     workers: Annotated[
         int, typer.Option(min=1, help="Processes; tiles are spread across them.")
     ] = 1,
@@ -136,7 +143,7 @@ def predict(
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
-    options = PredictOptions(out, overlap, batch_size, prob_dtype, preview)
+    options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)
     run_predict(tiles, checkpoint, options, device, workers)
 
 
@@ -150,13 +157,20 @@ def evaluate(
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(min=1, help="Windows per forward pass.")] = 16,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
+    ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
 ) -> None:
     """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png."""
     from landcover.inference.evaluate import run_evaluate
 
-    run_evaluate(checkpoint, data, out, overlap, batch_size, device)
+    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window)
 
 
 @data_app.command("synth")

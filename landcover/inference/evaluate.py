@@ -26,7 +26,7 @@ from landcover.data.raster import open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
-from landcover.inference.sliding import SlidingWindowPredictor
+from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.training.metrics import confusion_matrix, metrics_from_confusion
 
 log = logging.getLogger("landcover")
@@ -136,7 +136,12 @@ def plot_confusion(confusion: np.ndarray, names: list[str], path: str) -> None:
 
 
 def evaluate_pairs(
-    pairs: list[TilePair], im: InferenceModel, out: str, overlap: int | None, batch_size: int
+    pairs: list[TilePair],
+    im: InferenceModel,
+    out: str,
+    overlap: int | None,
+    batch_size: int | None,
+    window: int | None = None,
 ) -> dict[str, Any]:
     """Evaluates a model on labelled tiles and writes the metrics files.
 
@@ -145,16 +150,19 @@ def evaluate_pairs(
         im: The loaded model.
         out: Output folder: a path or a blob URL.
         overlap: Window overlap (default: a quarter of the patch size).
-        batch_size: Windows per forward pass.
+        batch_size: Windows per forward pass (default: from a pixel budget).
+        window: Window size (default: four training patches, at most 1024 px).
 
     Returns:
         The metrics written to ``metrics.json``.
     """
-    patch = im.config.data.patch_size
+    window, overlap, batch_size = resolve_geometry(
+        im.config.data.patch_size, window, overlap, batch_size
+    )
     predictor = SlidingWindowPredictor(
         im.model,
-        patch,
-        overlap if overlap is not None else patch // 4,
+        window,
+        overlap,
         batch_size,
         im.prepare,
         im.device,
@@ -222,7 +230,13 @@ def print_metrics_table(metrics: dict[str, Any]) -> None:
 
 
 def run_evaluate(
-    checkpoint: str, data: str, out: str, overlap: int | None, batch_size: int, device: str
+    checkpoint: str,
+    data: str,
+    out: str,
+    overlap: int | None,
+    batch_size: int | None,
+    device: str,
+    window: int | None = None,
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -231,8 +245,9 @@ def run_evaluate(
         data: A folder of pairs (the checkpoint's suffixes) or a manifest CSV.
         out: Output folder.
         overlap: Window overlap (default: a quarter of the patch size).
-        batch_size: Windows per forward pass.
+        batch_size: Windows per forward pass (default: from a pixel budget).
         device: ``auto``, ``cpu`` or ``cuda``.
+        window: Window size (default: four training patches, at most 1024 px).
 
     Returns:
         The metrics.
@@ -248,7 +263,7 @@ def run_evaluate(
         pairs = [pair for pair, _ in read_manifest(data)]
     else:
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
-    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size)
+    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window)
     print_metrics_table(metrics)
     log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)
     return metrics

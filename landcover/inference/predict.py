@@ -25,7 +25,7 @@ from landcover.data.raster import open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.preview import write_preview
-from landcover.inference.sliding import SlidingWindowPredictor
+from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.writers import MapWriter, scratch_folder
 
 log = logging.getLogger("landcover")
@@ -37,8 +37,9 @@ class PredictOptions:
 
     Attributes:
         out: Output folder: a path or a blob URL.
+        window: Window size in pixels (default: four training patches, at most 1024).
         overlap: Window overlap in pixels (default: a quarter of the patch size).
-        batch_size: Windows per forward pass.
+        batch_size: Windows per forward pass (default: 16 x 256 x 256 pixels' worth).
         prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
         preview: Write the preview PNG.
         log_every_s: Seconds between progress lines.
@@ -46,7 +47,8 @@ class PredictOptions:
 
     out: str
     overlap: int | None = None
-    batch_size: int = 16
+    batch_size: int | None = None
+    window: int | None = None
     prob_dtype: str = "uint8"
     preview: bool = True
     log_every_s: float = 10.0
@@ -147,14 +149,13 @@ def _predict_local(
     """Predicts a local tile file into a local folder (``tile`` names it in tags and logs)."""
     start = time.perf_counter()
     cfg = im.config
-    patch = cfg.data.patch_size
-    overlap = options.overlap if options.overlap is not None else patch // 4
-    if not 0 <= overlap < patch // 2:
-        raise DataError(f"--overlap {overlap}: must be between 0 and {patch // 2 - 1}")
+    window, overlap, batch = resolve_geometry(
+        cfg.data.patch_size, options.window, options.overlap, options.batch_size
+    )
     stem = storage.name(tile).rsplit(".", 1)[0]
     class_dst, prob_dst = out / f"{stem}_class.tif", out / f"{stem}_prob.tif"
     predictor = SlidingWindowPredictor(
-        im.model, patch, overlap, options.batch_size, im.prepare, im.device, im.autocast_dtype
+        im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype
     )
     with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
         check_bands(src, tile, im.bands)
