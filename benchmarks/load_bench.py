@@ -5,7 +5,7 @@ time) and parallel fetch, for 1 and 2 workers (2 worker processes load their sha
 time, as in training). Reports per-worker load time (the slowest worker), MB fetched per
 worker, fetch MB/s, and the 2-worker / 1-worker ratio (goal: at most 0.6).
 
-Usage: python benchmarks/load_bench.py [--tiles 16] [--size 1024] [--out benchmarks/results]
+Usage: python benchmarks/load_bench.py [--quick] [--tiles 16] [--size 1024] [--out benchmarks/results]
 """
 
 from __future__ import annotations
@@ -21,7 +21,9 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
 sys.path.insert(0, str(REPO / "tests"))
 
-from common import write_results  # noqa: E402
+from common import RESULTS, Goal, write_results  # noqa: E402
+
+RATIO_GOAL = 0.6
 
 
 def _load_share(args: tuple[str, int, int, int, dict[str, str]]) -> dict:
@@ -55,22 +57,31 @@ def measure(root: str, world: int, concurrency: int, env: dict[str, str]) -> dic
     }
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiles", type=int, default=16)
-    parser.add_argument("--size", type=int, default=1024)
-    parser.add_argument("--repeats", type=int, default=2, help="best of N")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    args = parser.parse_args()
+def run(
+    quick: bool, out: Path, tiles: int | None = None, size: int = 1024, repeats: int = 2
+) -> list[Goal]:
+    """Runs the load benchmark part.
 
+    Args:
+        quick: Fewer tiles (8 instead of 16) and one repeat.
+        out: Results folder.
+        tiles: Tile pairs (default: 8 quick, 16 full).
+        size: Tile side in pixels.
+        repeats: Best of this many runs per setting (1 when quick).
+
+    Returns:
+        Goal 5 of the benchmark issue, per source and fetch mode.
+    """
     from azurite import Azurite
 
     from landcover.data.synthetic import write_synthetic_dataset
     from landcover.storage.transfer import upload
 
+    tiles = tiles or (8 if quick else 16)
+    repeats = 1 if quick else repeats
     with tempfile.TemporaryDirectory(prefix="landcover-load-") as tmp:
         local = Path(tmp, "data")
-        write_synthetic_dataset(local, args.tiles, args.size, seed=1, prefix="load")
+        write_synthetic_dataset(local, tiles, size, seed=1, prefix="load")
         server = Azurite(Path(tmp))
         server.start()
         try:
@@ -84,7 +95,7 @@ def main() -> None:
                 for mode, concurrency in (("serial", 1), ("parallel", 8)):
                     timing = {}
                     for world in (1, 2):
-                        runs = [measure(root, world, concurrency, env) for _ in range(args.repeats)]
+                        runs = [measure(root, world, concurrency, env) for _ in range(repeats)]
                         best = min(runs, key=lambda r: r["worker_s"])
                         timing[world] = best
                         rows.append(
@@ -105,9 +116,34 @@ def main() -> None:
             server.stop()
     for r in rows:
         r.setdefault("ratio_2_over_1", "")
+    goals = [
+        Goal(
+            "load",
+            f"per-worker load time, 2 workers / 1 worker ({r['source']}, {r['fetch']} fetch)",
+            r["ratio_2_over_1"],
+            f"<= {RATIO_GOAL}",
+            r["ratio_2_over_1"] <= RATIO_GOAL,
+            f"{tiles} tiles of {size} px; 2 cores shared by the workers"
+            + (" and Azurite" if r["source"] == "azurite" else ""),
+        )
+        for r in rows
+        if r["ratio_2_over_1"] != ""
+    ]
     write_results(
-        "load", rows, {"tiles": args.tiles, "size": args.size, "goal_ratio": 0.6}, args.out
+        "load", rows, {"tiles": tiles, "size": size, "goal_ratio": RATIO_GOAL}, out, goals
     )
+    return goals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="8 tiles, one repeat")
+    parser.add_argument("--tiles", type=int, default=None)
+    parser.add_argument("--size", type=int, default=1024)
+    parser.add_argument("--repeats", type=int, default=2, help="best of N")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    run(args.quick, args.out, args.tiles, args.size, args.repeats)
 
 
 if __name__ == "__main__":

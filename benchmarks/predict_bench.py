@@ -5,7 +5,8 @@ peak resident memory of the predict process (from the kernel's rusage of that pr
 megapixels per second, and checks the class map (valid COG, same CRS / transform / size).
 It runs the default model (configs/default.yaml: ResNet-34 U-Net) and the CPU config's model,
 both with random weights (speed and memory do not depend on the weights), and the bare
-model's forward throughput at the same batch for the predict/forward ratio.
+model's forward throughput on random windows of the same size and batch as predict uses
+(its default window and batch), for the predict / forward ratio.
 
 Usage: python benchmarks/predict_bench.py [--quick] [--out benchmarks/results]
 """
@@ -26,16 +27,18 @@ import torch
 from rio_cogeo.cogeo import cog_validate
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import write_results
+from common import RESULTS, Goal, write_results
 
 from landcover.config import load_config
 from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.fileio import atomic_write_bytes
+from landcover.inference.sliding import resolve_geometry
 from landcover.models import build_model
 from landcover.training.checkpoint import checkpoint_state, serialize
 
 REPO = Path(__file__).resolve().parents[1]
-BATCH = 16
+MEMORY_GOAL = 1.5
+RATIO_GOAL = 0.8
 
 
 def make_checkpoint(config_file: Path, folder: Path) -> Path:
@@ -69,8 +72,6 @@ def run_predict(tile: Path, checkpoint: Path, out: Path) -> tuple[float, float]:
         str(out),
         "--device",
         "cpu",
-        "--batch-size",
-        str(BATCH),
         "--no-preview",
     ]
     start = time.perf_counter()
@@ -83,17 +84,23 @@ def run_predict(tile: Path, checkpoint: Path, out: Path) -> tuple[float, float]:
     return seconds, usage.ru_maxrss / 1024
 
 
-def forward_mpx_per_s(config_file: Path, patch: int, seconds: float = 20.0) -> float:
+def forward_mpx_per_s(config_file: Path, seconds: float = 20.0) -> tuple[float, int, int]:
+    """The bare model's forward megapixels/s on random windows of predict's size and batch.
+
+    Returns:
+        ``(Mpx/s, window, batch)``.
+    """
     config = load_config(config_file)
+    window, _, batch = resolve_geometry(config.data.patch_size)
     model = build_model(config.model, 4, config.data.classes.num_classes).eval()
-    x = torch.randn(BATCH, 4, patch, patch)
+    x = torch.randn(batch, 4, window, window)
     with torch.no_grad():
         model(x)
         n, start = 0, time.perf_counter()
         while time.perf_counter() - start < seconds:
             model(x)
             n += 1
-    return n * BATCH * patch * patch / 1e6 / (time.perf_counter() - start)
+    return n * batch * window * window / 1e6 / (time.perf_counter() - start), window, batch
 
 
 def check_outputs(tile: Path, out: Path) -> bool:
@@ -109,27 +116,30 @@ def check_outputs(tile: Path, out: Path) -> bool:
     return valid and not errors and same and has_colours
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="CPU-config model only")
-    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
-    parser.add_argument(
-        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "landcover-bench"
-    )
-    args = parser.parse_args()
-    args.cache.mkdir(parents=True, exist_ok=True)
+def run(quick: bool, out: Path, cache: Path | None = None) -> list[Goal]:
+    """Runs the predict benchmark part.
+
+    Args:
+        quick: The CPU config's model only (the default model too otherwise).
+        out: Results folder.
+        cache: Where the synthetic tiles and outputs go (default: the temp folder).
+
+    Returns:
+        Goal 4 of the benchmark issue: memory growth and predict / forward ratio.
+    """
+    cache = cache or Path(tempfile.gettempdir()) / "landcover-bench"
+    cache.mkdir(parents=True, exist_ok=True)
     configs = [REPO / "configs" / "cpu.yaml"] + (
-        [] if args.quick else [REPO / "configs" / "default.yaml"]
+        [] if quick else [REPO / "configs" / "default.yaml"]
     )
-    tiles = [make_tile(2000, 2000, args.cache), make_tile(7500, 6000, args.cache)]
+    tiles = [make_tile(2000, 2000, cache), make_tile(7500, 6000, cache)]
     rows = []
     for config_file in configs:
-        checkpoint = make_checkpoint(config_file, args.cache)
-        patch = load_config(config_file).data.patch_size
-        forward = forward_mpx_per_s(config_file, patch)
+        checkpoint = make_checkpoint(config_file, cache)
+        forward, window, batch = forward_mpx_per_s(config_file, 10.0 if quick else 20.0)
         for tile in tiles:
-            out = args.cache / f"out-{config_file.stem}"
-            seconds, rss = run_predict(tile, checkpoint, out)
+            folder = cache / f"out-{config_file.stem}"
+            seconds, rss = run_predict(tile, checkpoint, folder)
             with rasterio.open(tile) as ds:
                 mpx = ds.width * ds.height / 1e6
                 size = f"{ds.width}x{ds.height}"
@@ -137,29 +147,56 @@ def main() -> None:
                 {
                     "model": config_file.stem,
                     "tile": size,
+                    "window": window,
+                    "batch": batch,
                     "mpx": round(mpx, 1),
                     "seconds": round(seconds, 1),
                     "mpx_per_s": mpx / seconds,
                     "peak_rss_mb": round(rss),
                     "forward_mpx_per_s": forward,
                     "predict_over_forward": mpx / seconds / forward,
-                    "cog_ok": check_outputs(tile, out),
+                    "cog_ok": check_outputs(tile, folder),
                 }
             )
-    growth = {
-        r["model"]: next(
-            x["peak_rss_mb"] for x in rows if x["model"] == r["model"] and x["tile"] == "6000x7500"
+    goals = []
+    for model in dict.fromkeys(r["model"] for r in rows):
+        small, large = (r for r in rows if r["model"] == model)
+        growth = large["peak_rss_mb"] / small["peak_rss_mb"]
+        goals.append(
+            Goal(
+                "predict",
+                f"peak memory growth for 11.25x the area ({model} model)",
+                round(growth, 2),
+                f"<= {MEMORY_GOAL}",
+                growth <= MEMORY_GOAL,
+                f"{small['peak_rss_mb']} -> {large['peak_rss_mb']} MB",
+            )
         )
-        / r["peak_rss_mb"]
-        for r in rows
-        if r["tile"] == "2000x2000"
-    }
-    print(
-        "\npeak memory growth for 11.25x the area:",
-        {k: round(v, 2) for k, v in growth.items()},
-        "(goal <= 1.5)",
+        ratio = large["predict_over_forward"]
+        goals.append(
+            Goal(
+                "predict",
+                f"predict / bare forward throughput, 6000x7500 ({model} model)",
+                round(ratio, 2),
+                f">= {RATIO_GOAL}",
+                ratio >= RATIO_GOAL,
+                f"{large['mpx_per_s']:.2f} vs {large['forward_mpx_per_s']:.2f} Mpx/s; "
+                f"window {large['window']} batch {large['batch']}; COG ok {large['cog_ok']}",
+            )
+        )
+    write_results("predict", rows, {"goal_memory_growth": MEMORY_GOAL}, out, goals)
+    return goals
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="CPU-config model only")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--cache", type=Path, default=Path(tempfile.gettempdir()) / "landcover-bench"
     )
-    write_results("predict", rows, {"memory_growth": growth, "goal_memory_growth": 1.5}, args.out)
+    args = parser.parse_args()
+    run(args.quick, args.out, args.cache)
 
 
 if __name__ == "__main__":
