@@ -86,7 +86,9 @@ def launch_horovod(config: Config, nproc: int) -> None:
         ]
         env = dict(os.environ)
         env[ERROR_DIR_ENV] = str(error_dir)
-        # a peer that stops answering ends the job after the collective timeout
+        # a peer that stops answering ends the job after the collective timeout (Horovod
+        # shuts a stalled job down no sooner than its stall warning)
+        env.setdefault("HOROVOD_STALL_CHECK_TIME_SECONDS", str(min(60, int(timeout))))
         env.setdefault("HOROVOD_STALL_SHUTDOWN_TIME_SECONDS", timeout)
         env["PYTHONUNBUFFERED"] = "1"
         returncode, runner_lines = _run_streaming(command, env)

@@ -40,6 +40,24 @@ def test_patches_have_shape_and_keep_image_label_aligned() -> None:
     np.testing.assert_array_equal(images[..., 0].numpy(), labels.numpy() * 10)
 
 
+def test_augmentation_draws_all_eight_d4_transforms() -> None:
+    # one tile exactly the patch's size, with no symmetry: every patch is the whole tile
+    label = np.arange(32 * 32).reshape(32, 32) % 6
+    label[0, :3] = [5, 4, 3]
+    tile = _tile("t", label)
+    sampler = PatchSampler([tile], 32, 6, augment=True)
+    images, labels = sampler.batch(200, epoch_rng(0, 0, 0))
+    seen = {lab.numpy().tobytes() for lab in labels}
+    expected = set()
+    for m in (tile.label, tile.label.T):  # D4: the 4 rotations of the tile and of its transpose
+        for k in range(4):
+            expected.add(np.ascontiguousarray(np.rot90(m, k)).tobytes())
+    assert len(expected) == 8 and seen == expected
+    np.testing.assert_array_equal(images[..., 0].numpy(), labels.numpy() * 10)
+    plain = PatchSampler([tile], 32, 6, augment=False).batch(5, epoch_rng(0, 0, 0))[1]
+    assert all((p.numpy() == tile.label).all() for p in plain)
+
+
 def test_mostly_nodata_patches_are_redrawn() -> None:
     label = np.full((64, 256), IGNORE_INDEX, dtype=np.uint8)
     label[:, 192:] = 1  # only the right quarter is labelled

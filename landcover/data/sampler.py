@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from landcover.classes import IGNORE_INDEX
-from landcover.data.augment import build_augmentation
+from landcover.data.augment import D4, write_transformed
 from landcover.data.raster import TileArrays
 
 _POINTS_PER_CLASS = 4096
@@ -63,7 +63,7 @@ class PatchSampler:
         self.max_nodata_fraction = max_nodata_fraction
         self.oversample_rare = oversample_rare
         self.max_tries = max_tries
-        self.augment = build_augmentation(augment)
+        self.augment = augment
         counts = np.stack(
             [np.bincount(t.label.ravel(), minlength=256)[:num_classes] for t in self.tiles]
         ).astype(np.float64)
@@ -121,6 +121,11 @@ class PatchSampler:
         Returns:
             ``(image, label)``: ``(P, P, C)`` uint8 imagery and ``(P, P)`` uint8 class indices.
         """
+        images, labels = self.batch(1, rng)
+        return images[0].numpy(), labels[0].numpy()
+
+    def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """Draws one patch's window as views of the tile (no copy, not augmented)."""
         size = self.patch_size
         limit = self.max_nodata_fraction * size * size
         for _ in range(self.max_tries):
@@ -131,11 +136,7 @@ class PatchSampler:
             label = self.tiles[t].label[y : y + size, x : x + size]
             if np.count_nonzero(label == IGNORE_INDEX) <= limit:
                 break
-        image = self.tiles[t].image[y : y + size, x : x + size]
-        if self.augment is not None:
-            out = self.augment(image=image, mask=label)
-            image, label = out["image"], out["mask"]
-        return np.ascontiguousarray(image), np.ascontiguousarray(label)
+        return self.tiles[t].image[y : y + size, x : x + size], label
 
     def batch(self, batch_size: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Draws a batch of patches.
@@ -148,13 +149,14 @@ class PatchSampler:
             ``(images, labels)``: a ``(B, P, P, C)`` uint8 tensor (channels last, as stored)
             and a ``(B, P, P)`` uint8 tensor of class indices.
         """
-        if self.augment is not None:
-            # albumentations keeps its own random state: derive it from ours, so a batch is a
-            # pure function of (seed, rank, epoch, step).
-            self.augment.set_random_seed(int(rng.integers(2**32)))
-        pairs = [self.sample(rng) for _ in range(batch_size)]
-        images = torch.from_numpy(np.stack([p[0] for p in pairs]))
-        labels = torch.from_numpy(np.stack([p[1] for p in pairs]))
+        size, bands = self.patch_size, self.tiles[0].image.shape[2]
+        images = torch.empty((batch_size, size, size, bands), dtype=torch.uint8)
+        labels = torch.empty((batch_size, size, size), dtype=torch.uint8)
+        for i in range(batch_size):
+            image, label = self._draw(rng)
+            transform = D4.draw(rng) if self.augment else None
+            write_transformed(images[i], image, transform)
+            write_transformed(labels[i], label, transform)
         return images, labels
 
 
