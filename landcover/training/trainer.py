@@ -257,7 +257,8 @@ class Trainer:
         model = build_model(cfg.model, len(cfg.data.bands), self.mapping.num_classes)
         if cfg.model.weights:
             load_initial_weights(model, cfg.model.weights)
-        if self.env.distributed and self.device.type == "cuda":
+        if self.env.distributed and self.device.type == "cuda" and cfg.run.engine == "torch":
+            # (torch's SyncBatchNorm needs a torch.distributed group: not under Horovod)
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         model.to(self.device)
         if self.channels_last:
