@@ -14,7 +14,6 @@ Usage: python benchmarks/predict_bench.py [--quick] [--out benchmarks/results]
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -75,13 +74,25 @@ def run_predict(tile: Path, checkpoint: Path, out: Path) -> tuple[float, float]:
         "--no-preview",
     ]
     start = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
+    # Linux carries a process's peak RSS across exec, so a child forked from this (large)
+    # process would report this process's size: a small intermediate process forks predict
+    # and reports the peak of predict alone.
+    result = subprocess.run(
+        [sys.executable, "-c", _PEAK_RSS, *cmd], capture_output=True, text=True, check=False
+    )
     seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    if proc.returncode != 0:
-        raise SystemExit(f"predict failed: {proc.stderr.read().decode()[-2000:]}")
-    return seconds, usage.ru_maxrss / 1024
+    if result.returncode != 0:
+        raise SystemExit(f"predict failed: {result.stderr[-2000:]}")
+    return seconds, int(result.stdout.split()[-1]) / 1024
+
+
+_PEAK_RSS = (
+    "import os, subprocess, sys\n"
+    "proc = subprocess.Popen(sys.argv[1:], stdout=subprocess.DEVNULL)\n"
+    "_, status, usage = os.wait4(proc.pid, 0)\n"
+    "print(usage.ru_maxrss)\n"
+    "sys.exit(os.waitstatus_to_exitcode(status))\n"
+)
 
 
 def forward_mpx_per_s(config_file: Path, seconds: float = 20.0) -> tuple[float, int, int]:

@@ -182,6 +182,7 @@ def publish_cog(src: Path, dst: Path, resampling: str) -> None:
             BLOCKSIZE="256",
             OVERVIEW_RESAMPLING=resampling,
             BIGTIFF="IF_SAFER",
+            NUM_THREADS="ALL_CPUS",  # deflate and overviews on every core (~1.7x on 2)
         )
         os.replace(tmp, dst)
     except BaseException:
