@@ -31,8 +31,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("parts", nargs="*", default=["all"], help=f"all or any of {PARTS}")
     parser.add_argument("--quick", action="store_true", help="smaller runs (< 5 min in all)")
-    parser.add_argument("--out", type=Path, default=RESULTS, help="results folder")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help=f"results folder (default {RESULTS}, --quick: /quick)",
+    )
     args = parser.parse_args()
+    # quick figures never overwrite the full run's
+    args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
     wanted = list(PARTS) if "all" in args.parts else args.parts
     unknown = [p for p in wanted if p not in PARTS]
     if unknown:
