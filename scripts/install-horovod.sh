@@ -4,7 +4,7 @@
 # Horovod's last release compiles with C++14; torch 2.15's headers need C++20, so the sdist is
 # patched to CMAKE_CXX_STANDARD 20 and built with Gloo (CPU collectives), without MPI,
 # TensorFlow or MXNet unless asked. The built wheel is kept in a cache keyed by the Horovod,
-# torch and Python versions, so only the first install pays for the build (~15 min on 2 cores).
+# torch and Python versions, so only the first install pays for the build (2 to 15 minutes on 2 cores).
 #
 # Usage: bash scripts/install-horovod.sh
 # Environment:
@@ -40,7 +40,7 @@ slot="$CACHE/$key"
 wheel=$(ls "$slot"/horovod-*.whl 2>/dev/null | head -n 1 || true)
 
 if [[ -z "$wheel" ]]; then
-    echo "building horovod $VERSION against torch $torch_version (about 15 minutes on 2 cores;" \
+    echo "building horovod $VERSION against torch $torch_version (a few minutes on 2 cores;" \
         "the wheel is cached in $slot)" >&2
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT

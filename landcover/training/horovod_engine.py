@@ -19,7 +19,7 @@ from landcover.errors import ConfigError
 
 INSTALL_HINT = (
     "install it with: bash scripts/install-horovod.sh (builds Horovod 0.28.1 against the "
-    "installed torch once, about 15 minutes, then reuses the cached wheel)"
+    "installed torch once, a few minutes, then reuses the cached wheel)"
 )
 
 
