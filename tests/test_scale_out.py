@@ -17,10 +17,6 @@ from netns import two_hosts
 from conftest import assert_one_line_error, run_cli, start_cli, train_args, wait_for_log
 
 
-def _start(*args: str) -> subprocess.Popen:
-    return start_cli("train", *args)
-
-
 def _digest(run: Path, rank: int) -> str:
     match = re.search(
         r"weights identical on all 2 worker\(s\) \(sha256 (\w+)\)",
@@ -84,22 +80,10 @@ def test_killed_worker_is_restarted_and_training_resumes(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    proc = _start(
-        "--config",
-        str(tiny_config),
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run),
-        "--epochs",
-        "3",
-        "--workers",
-        "2",
-        "--samples-per-epoch",
-        "400",
-        "--max-restarts",
-        "2",
-    )
+    proc = start_cli(
+        *train_args(tiny_config, tiny_data, run, "--epochs", "3", "--workers", "2"),
+        "--samples-per-epoch", "400", "--max-restarts", "2",
+    )  # fmt: skip
     pid = int(wait_for_log(run / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
     wait_for_log(run / "logs" / "rank0.log", r"epoch 2/3 step", proc)
     os.kill(pid, signal.SIGKILL)
@@ -118,8 +102,8 @@ def _two_workers_in_epoch_one(
     config: Path, data: Path, run: Path, timeout_s: int
 ) -> tuple[subprocess.Popen, int]:
     """Starts a 2-worker run with no restarts; returns it once training runs, and rank 1's pid."""
-    proc = _start(
-        "--config", str(config), "--data", str(data), "--out", str(run), "--epochs", "3",
+    proc = start_cli(
+        *train_args(config, data, run, "--epochs", "3"),
         "--workers", "2", "--samples-per-epoch", "400", "--max-restarts", "0",
         "--set", f"run.timeout_s={timeout_s}",
     )  # fmt: skip
@@ -181,21 +165,10 @@ def test_communication_options_train_two_workers(
     option: list[str], tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    proc = _start(
-        "--config",
-        str(tiny_config),
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run),
-        "--epochs",
-        "3",
-        "--workers",
-        "2",
-        "--samples-per-epoch",
-        "96",
-        *option,
-    )
+    proc = start_cli(
+        *train_args(tiny_config, tiny_data, run, "--epochs", "3", "--workers", "2"),
+        "--samples-per-epoch", "96", *option,
+    )  # fmt: skip
     _, err = proc.communicate(timeout=300)
     assert proc.returncode == 0, err
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
