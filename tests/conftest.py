@@ -100,6 +100,16 @@ def wait_for_log(
     raise AssertionError(f"timed out waiting for {pattern!r} in {path}")
 
 
+def replica_digest(run: Path, rank: int) -> str:
+    """The final-weights digest a rank of a 2-worker run logged in its replica check."""
+    match = re.search(
+        r"weights identical on all 2 worker\(s\) \(sha256 (\w+)\)",
+        (run / "logs" / f"rank{rank}.log").read_text(),
+    )
+    assert match
+    return match.group(1)
+
+
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
     """Asserts a non-zero exit with a one-line ``error:`` message and no traceback."""
     assert result.returncode != 0, result.stdout + result.stderr

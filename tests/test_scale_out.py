@@ -3,7 +3,6 @@
 import contextlib
 import json
 import os
-import re
 import signal
 import subprocess
 import time
@@ -14,16 +13,14 @@ import pytest
 from azurite import free_port
 from netns import two_hosts
 
-from conftest import assert_one_line_error, run_cli, start_cli, train_args, wait_for_log
-
-
-def _digest(run: Path, rank: int) -> str:
-    match = re.search(
-        r"weights identical on all 2 worker\(s\) \(sha256 (\w+)\)",
-        (run / "logs" / f"rank{rank}.log").read_text(),
-    )
-    assert match
-    return match.group(1)
+from conftest import (
+    assert_one_line_error,
+    replica_digest,
+    run_cli,
+    start_cli,
+    train_args,
+    wait_for_log,
+)
 
 
 @pytest.mark.slow
@@ -60,7 +57,7 @@ def test_two_nodes_train_one_model(tiny_data: Path, tiny_config: Path, tmp_path:
     assert all("starting 1 workers on this node of 2" in err for _, err in outputs)
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["workers"] for r in records] == [2, 2]
-    assert _digest(run, 0) == _digest(run, 1)
+    assert replica_digest(run, 0) == replica_digest(run, 1)
 
 
 def test_unreachable_rendezvous_is_one_line(
@@ -173,6 +170,6 @@ def test_communication_options_train_two_workers(
     assert proc.returncode == 0, err
     records = [json.loads(x) for x in (run / "metrics.jsonl").read_text().splitlines()]
     assert records[-1]["train_loss"] < records[0]["train_loss"]  # it still learns
-    assert _digest(run, 0) == _digest(run, 1)  # and the workers end on one model
+    assert replica_digest(run, 0) == replica_digest(run, 1)  # and the workers end on one model
     if option[0] == "--accumulate":
         assert records[0]["global_batch"] == 4 * 2 * 2
