@@ -216,6 +216,14 @@ class Prediction:
     efficiency: float = 1.0
 
 
+def _check_sizes(workers: int, nbytes: float) -> None:
+    """Raises ValueError unless ``workers >= 1`` and ``nbytes >= 0``."""
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, not {workers}")
+    if nbytes < 0:
+        raise ValueError(f"nbytes must not be negative, not {nbytes}")
+
+
 def ring_allreduce_s(workers: int, nbytes: float, link: Link) -> float:
     """Time of a ring all-reduce: ``2 (N-1)/N * S / B + 2 (N-1) * alpha``.
 
@@ -230,10 +238,7 @@ def ring_allreduce_s(workers: int, nbytes: float, link: Link) -> float:
     Raises:
         ValueError: If ``workers`` is below 1 or ``nbytes`` is negative.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    if nbytes < 0:
-        raise ValueError(f"nbytes must not be negative, not {nbytes}")
+    _check_sizes(workers, nbytes)
     n = workers
     return 2 * (n - 1) / n * nbytes / link.bytes_per_s + 2 * (n - 1) * link.alpha_s
 
@@ -256,10 +261,7 @@ def hierarchical_allreduce_s(workers: int, nbytes: float, fabric: Fabric) -> flo
     Raises:
         ValueError: If ``workers`` is below 1 or ``nbytes`` is negative.
     """
-    if workers < 1:
-        raise ValueError(f"workers must be at least 1, not {workers}")
-    if nbytes < 0:
-        raise ValueError(f"nbytes must not be negative, not {nbytes}")
+    _check_sizes(workers, nbytes)
     per_node = min(workers, fabric.gpus_per_node)
     nodes = math.ceil(workers / fabric.gpus_per_node)
     inside = ring_allreduce_s(per_node, nbytes, fabric.intra)
