@@ -179,12 +179,13 @@ class OursLoop:
 
     def step(self) -> None:
         """One training step on the next batch (as ``Trainer._train_epoch`` takes it)."""
+        from landcover.training.geometry import BatchGeometry
         from landcover.training.schedule import lr_at
         from landcover.training.trainer import train_step
 
         optim = self.config.optim
         for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(optim, optim.batch_size, float(self.epoch))
+            group["lr"] = lr_at(optim, BatchGeometry.from_optim(optim, 1), float(self.epoch))
         images, labels = next(self._batches)
         inputs = self.prepare(images.to(DEVICE, non_blocking=True)).contiguous()
         target = labels.to(DEVICE, non_blocking=True).long()
@@ -219,12 +220,13 @@ class BareLoop:
 
     def step(self) -> None:
         """One training step on the in-memory batch."""
+        from landcover.training.geometry import BatchGeometry
         from landcover.training.schedule import lr_at
         from landcover.training.trainer import train_step
 
         optim = self.config.optim
         for group in self.optimizer.param_groups:
-            group["lr"] = lr_at(optim, optim.batch_size, 1.0)
+            group["lr"] = lr_at(optim, BatchGeometry.from_optim(optim, 1), 1.0)
         train_step(
             self.model,
             self.criterion,

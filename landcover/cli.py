@@ -39,7 +39,11 @@ def train(
     ] = None,
     batch_size: Annotated[int | None, typer.Option(help="Samples per worker per step.")] = None,
     lr: Annotated[
-        float | None, typer.Option(help="Learning rate at optim.ref_batch (scaled linearly).")
+        float | None,
+        typer.Option(
+            help="Learning rate at a global batch of optim.ref_batch; the peak follows the "
+            "global batch by optim.lr_scaling (sqrt for Adam/AdamW, linear for SGD)."
+        ),
     ] = None,
     samples_per_epoch: Annotated[int | None, typer.Option(help="Global samples per epoch.")] = None,
     encoder: Annotated[
@@ -296,6 +300,10 @@ def cluster_plan(
         str | None,
         typer.Option(help="Training data (folder or URL); default: data.root or the sample."),
     ] = None,
+    accumulate: Annotated[
+        int | None,
+        typer.Option(min=1, help="Micro-batches per optimizer step (default: optim.accumulate)."),
+    ] = None,
 ) -> None:
     """Nodes, processes per node, global batch, learning rate, data per worker, epoch time.
 
@@ -306,7 +314,7 @@ def cluster_plan(
     from landcover.config import load_config
 
     spec = load_cluster(cluster)
-    settings = load_config(config)
+    settings = load_config(config, {"optim.accumulate": accumulate})
     plan = with_prediction(make_plan(spec, workers, settings, data), settings)
     for line in plan_lines(plan, str(cluster)):
         typer.echo(line, err=line.startswith("warning: "))

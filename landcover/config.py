@@ -17,6 +17,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from landcover.classes import ClassMapping, resolve_mapping
 from landcover.errors import ConfigError
 
+LrScaling = Literal["linear", "sqrt", "none"]
+"""How the peak learning rate follows the global batch (``optim.lr_scaling``)."""
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
@@ -136,13 +139,19 @@ class OptimConfig(_Section):
 
     Attributes:
         optimizer: ``adamw``, ``adam`` or ``sgd``.
-        lr: Learning rate for a global batch of ``ref_batch`` samples.
-        ref_batch: Global batch size at which ``lr`` applies; with ``scale_lr`` the rate is
-            multiplied by ``global_batch / ref_batch`` (the linear scaling rule).
-        scale_lr: Apply the linear scaling rule.
+        lr: Learning rate at a global batch of ``ref_batch`` samples.
+        ref_batch: Global batch size at which ``lr`` applies.
+        lr_scaling: How the peak rate follows the global batch: ``linear``
+            (``lr x global_batch / ref_batch``, Goyal et al. 2017, for SGD), ``sqrt``
+            (``lr x sqrt(global_batch / ref_batch)``, Malladi et al. 2022, for Adam and
+            AdamW) or ``none`` (``lr``). Unset (or ``auto``), it is resolved from
+            ``optimizer``: ``sqrt`` for ``adam``/``adamw``, ``linear`` for ``sgd``; the saved
+            config holds the resolved rule. The deprecated ``scale_lr: false`` (of configs
+            and checkpoints from before this key) means ``none``; ``scale_lr: true`` means
+            the rule that fits the optimizer.
         weight_decay: Weight decay.
         momentum: Momentum (SGD) or beta1 (Adam).
-        warmup_epochs: Epochs of linear warm-up from ``lr`` to the scaled rate.
+        warmup_epochs: Epochs of linear warm-up from ``lr`` to the peak rate.
         schedule: ``cosine`` (to ``min_lr_ratio``), ``step`` or ``constant`` after warm-up.
         min_lr_ratio: Final rate of the cosine schedule, relative to the peak.
         step_epochs: Epoch interval of the step schedule.
@@ -152,15 +161,15 @@ class OptimConfig(_Section):
         epochs: Total number of epochs (a resumed run trains up to this).
         grad_clip: Optional gradient-norm clip.
         accumulate: Micro-batches per optimizer step (gradient accumulation): one all-reduce
-            per ``accumulate`` micro-batches; the global batch (and the scaled learning rate)
-            is ``batch_size x workers x accumulate``.
+            per ``accumulate`` micro-batches; the global batch (which sets the peak learning
+            rate) is ``batch_size x workers x accumulate``.
         loss: The loss.
     """
 
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
     lr: float = Field(1e-3, gt=0.0)
     ref_batch: int = Field(16, ge=1)
-    scale_lr: bool = True
+    lr_scaling: LrScaling = "sqrt"  # replaced by the optimizer's rule when unset or "auto"
     weight_decay: float = Field(1e-4, ge=0.0)
     momentum: float = Field(0.9, ge=0.0, lt=1.0)
     warmup_epochs: float = Field(1.0, ge=0.0)
@@ -174,6 +183,42 @@ class OptimConfig(_Section):
     grad_clip: float | None = Field(None, gt=0.0)
     accumulate: int = Field(1, ge=1)
     loss: LossConfig = Field(default_factory=LossConfig)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _resolve_lr_scaling(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        scale = data.pop("scale_lr", None)  # deprecated: the key before lr_scaling
+        rule = data.get("lr_scaling")
+        if scale is not None:
+            if not isinstance(scale, bool):
+                raise ValueError(f"scale_lr (deprecated) must be true or false, not {scale!r}")
+            if rule not in (None, "auto") and (rule == "none") == scale:
+                raise ValueError(
+                    f"scale_lr: {str(scale).lower()} (deprecated) contradicts "
+                    f"lr_scaling: {rule}; keep only lr_scaling"
+                )
+            if not scale:
+                rule = "none"
+        if rule in (None, "auto"):
+            rule = default_lr_scaling(data.get("optimizer", "adamw"))
+        data["lr_scaling"] = rule
+        return data
+
+
+def default_lr_scaling(optimizer: Any) -> LrScaling:
+    """The learning-rate scaling rule that fits an optimizer.
+
+    Args:
+        optimizer: ``optim.optimizer`` (``adamw``, ``adam`` or ``sgd``).
+
+    Returns:
+        ``linear`` for SGD (Goyal et al. 2017), ``sqrt`` for the Adam family (Malladi et al.
+        2022, "On the SDEs and Scaling Rules for Adaptive Gradient Algorithms").
+    """
+    return "linear" if optimizer == "sgd" else "sqrt"
 
 
 class RunConfig(_Section):

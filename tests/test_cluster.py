@@ -24,9 +24,8 @@ from landcover.cluster.vmsizes import VM_SIZES, close_matches, find_vm_size
 from landcover.config import load_config
 from landcover.data.pairs import split_pairs
 from landcover.data.synthetic import write_synthetic_dataset
-from landcover.training.schedule import scaled_lr
 
-from conftest import assert_one_line_error, run_cli
+from conftest import REPO, assert_one_line_error, run_cli
 
 BASE = {"targetNodeCount": 4, "vmPriority": "dedicated", "location": "eastus"}
 SMALL_CONFIG = {
@@ -284,10 +283,65 @@ def test_make_plan_numbers(small_config: Path, small_data: Path) -> None:
     assert any("4 slots stay idle" in line for line in plan_lines(plan))
     assert not any("retired" in w for w in plan.warnings)
 
-    assert plan.global_batch == 148 * 4
-    assert plan.peak_lr == pytest.approx(scaled_lr(config.optim, 148 * 4))
-    assert plan.peak_lr == pytest.approx(0.003 * 148 * 4 / 16)
-    assert plan.steps_per_epoch == math.ceil(1000 / (148 * 4))
+    geometry = plan.geometry
+    assert geometry.global_batch == 148 * 4
+    assert geometry.peak_lr == pytest.approx(0.003 * math.sqrt(148 * 4 / 16))  # AdamW: sqrt
+    assert geometry.steps_per_epoch == math.ceil(1000 / (148 * 4))
+    assert geometry.lr_scaling == "sqrt"
+
+
+def _plan_stdout(*extra: str) -> str:
+    """``landcover cluster plan --workers 148`` with the repository's cluster.json."""
+    result = run_cli("cluster", "plan", "--workers", "148", *extra, timeout=120)
+    assert result.returncode == 0, result.stderr
+    return result.stdout
+
+
+def _line(stdout: str, prefix: str) -> str:
+    return next(ln for ln in stdout.splitlines() if ln.startswith(prefix))
+
+
+def test_plan_cli_default_config_sqrt_rule(small_data: Path) -> None:
+    stdout = _plan_stdout("--config", "configs/default.yaml", "--data", str(small_data))
+    peak = 0.001 * math.sqrt(148 * 16 / 16)
+    assert _line(stdout, "learning rate: ") == (
+        f"learning rate: peak lr {peak:.2e} (AdamW, sqrt rule: 0.001 x sqrt(2368/16)), "
+        "reached after 2 warm-up epochs"
+    )
+    steps = math.ceil(65536 / (148 * 16))
+    assert _line(stdout, "batch: ") == (
+        f"batch: 148 workers x batch 16 = global batch 2,368; {steps} steps per epoch of "
+        "65,536 samples"
+    )
+
+
+def test_plan_cli_sgd_linear_rule_and_accumulate(tmp_path: Path, small_data: Path) -> None:
+    tree = yaml.safe_load((REPO / "configs" / "default.yaml").read_text())
+    tree["optim"].update(optimizer="sgd", lr=0.01)
+    sgd = tmp_path / "sgd.yaml"
+    sgd.write_text(yaml.safe_dump(tree))
+    stdout = _plan_stdout("--config", str(sgd), "--data", str(small_data))
+    peak = 0.01 * 148 * 16 / 16
+    assert f"peak lr {peak:.2e} (SGD, linear rule: 0.01 x 2368/16)" in stdout
+
+    # optim.accumulate in the config doubles the global batch (and sets the peak)
+    tree["optim"].update(optimizer="adamw", lr=0.001, accumulate=2)
+    accumulated = tmp_path / "accumulate.yaml"
+    accumulated.write_text(yaml.safe_dump(tree))
+    stdout = _plan_stdout("--config", str(accumulated), "--data", str(small_data))
+    batch = 148 * 16 * 2
+    steps = math.ceil(65536 / batch)
+    assert _line(stdout, "batch: ") == (
+        f"batch: 148 workers x batch 16 x accumulate 2 = global batch {batch:,}; {steps} steps "
+        "per epoch of 65,536 samples"
+    )
+    peak = 0.001 * math.sqrt(batch / 16)
+    assert f"peak lr {peak:.2e} (AdamW, sqrt rule: 0.001 x sqrt({batch}/16))" in stdout
+    # --accumulate overrides the config's
+    stdout = _plan_stdout(
+        "--config", "configs/default.yaml", "--data", str(small_data), "--accumulate", "2"
+    )
+    assert f"= global batch {batch:,}; {steps} steps" in stdout
 
 
 @pytest.mark.parametrize("workers", [1, 4, 6, 9])

@@ -1,4 +1,5 @@
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -7,24 +8,35 @@ import torch
 from landcover.classes import IGNORE_INDEX
 from landcover.config import OptimConfig
 from landcover.inference.sliding import SlidingWindowPredictor, blend_weights, window_starts
+from landcover.training.geometry import BatchGeometry
 from landcover.training.metrics import confusion_matrix, metrics_from_confusion
-from landcover.training.schedule import lr_at, scaled_lr
+from landcover.training.schedule import lr_at
 
 
-def test_linear_scaling_rule() -> None:
-    optim = OptimConfig(lr=0.001, ref_batch=16)
-    assert scaled_lr(optim, 16) == pytest.approx(0.001)
-    assert scaled_lr(optim, 128) == pytest.approx(0.008)
-    assert scaled_lr(OptimConfig(lr=0.001, scale_lr=False), 128) == pytest.approx(0.001)
+def test_warmup_then_cosine_linear_rule() -> None:
+    optim = OptimConfig(
+        lr=0.001, ref_batch=16, warmup_epochs=2, epochs=10, min_lr_ratio=0.0, lr_scaling="linear"
+    )
+    geometry = BatchGeometry.from_optim(optim, 4)  # 4 x 16 = 64: peak 0.001 x 64/16 = 0.004
+    assert lr_at(optim, geometry, 0.0) == pytest.approx(0.001)
+    assert lr_at(optim, geometry, 1.0) == pytest.approx(0.0025)
+    assert lr_at(optim, geometry, 2.0) == pytest.approx(0.004)
+    assert lr_at(optim, geometry, 6.0) == pytest.approx(0.002)
+    assert lr_at(optim, geometry, 10.0) == pytest.approx(0.0, abs=1e-12)
 
 
-def test_warmup_then_cosine() -> None:
+def test_warmup_then_cosine_sqrt_rule() -> None:
     optim = OptimConfig(lr=0.001, ref_batch=16, warmup_epochs=2, epochs=10, min_lr_ratio=0.0)
-    assert lr_at(optim, 64, 0.0) == pytest.approx(0.001)
-    assert lr_at(optim, 64, 1.0) == pytest.approx(0.0025)
-    assert lr_at(optim, 64, 2.0) == pytest.approx(0.004)
-    assert lr_at(optim, 64, 6.0) == pytest.approx(0.002)
-    assert lr_at(optim, 64, 10.0) == pytest.approx(0.0, abs=1e-12)
+    geometry = BatchGeometry.from_optim(optim, 4)  # AdamW: peak 0.001 x sqrt(64/16) = 0.002
+    assert lr_at(optim, geometry, 0.0) == pytest.approx(0.001)
+    assert lr_at(optim, geometry, 1.0) == pytest.approx(0.0015)
+    assert lr_at(optim, geometry, 2.0) == pytest.approx(0.002)
+    assert lr_at(optim, geometry, 6.0) == pytest.approx(0.001)
+    assert lr_at(optim, geometry, 10.0) == pytest.approx(0.0, abs=1e-12)
+    # below ref_batch the peak is under lr: warm-up starts at the peak (a flat line)
+    small = BatchGeometry.from_optim(optim.model_copy(update={"batch_size": 4}), 1)
+    assert lr_at(optim, small, 0.0) == pytest.approx(0.001 * math.sqrt(4 / 16))
+    assert lr_at(optim, small, 2.0) == pytest.approx(0.001 * math.sqrt(4 / 16))
 
 
 def test_confusion_and_metrics_known_case() -> None:

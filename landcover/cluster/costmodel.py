@@ -68,6 +68,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
 from landcover.cluster.vmsizes import VmSize
+from landcover.training.geometry import global_batch, steps_per_epoch
 
 GBIT_BYTES = 1e9 / 8
 """Bytes per second in one Gb/s."""
@@ -186,7 +187,9 @@ class Workload:
 
     def steps(self, workers: int) -> int:
         """Optimizer steps each worker takes per epoch with ``workers`` workers."""
-        return math.ceil(self.samples_per_epoch / (workers * self.batch * self.accumulate))
+        return steps_per_epoch(
+            self.samples_per_epoch, global_batch(workers, self.batch, self.accumulate)
+        )
 
 
 @dataclass(frozen=True)

@@ -22,7 +22,7 @@ from landcover.data.pairs import TilePair, split_pairs
 from landcover.data.sample import data_root
 from landcover.data.sharding import shard
 from landcover.errors import ConfigError
-from landcover.training.schedule import scaled_lr
+from landcover.training.geometry import BatchGeometry
 
 
 @dataclass(frozen=True)
@@ -77,13 +77,9 @@ class ClusterPlan:
         idle_slots: GPUs left idle on the last node.
         target_node_count: ``targetNodeCount`` from cluster.json.
         vm_priority: ``dedicated`` or ``lowpriority``.
-        batch_size: Samples per worker per step (``optim.batch_size``).
-        global_batch: ``workers x batch_size``.
-        base_lr: ``optim.lr`` (at ``optim.ref_batch``).
-        peak_lr: The learning rate after warm-up (the linear scaling rule).
+        geometry: Global batch (``workers x batch_size x accumulate``), steps per epoch and
+            the peak learning rate with its scaling rule, as the trainer computes them.
         warmup_epochs: Epochs of warm-up to the peak.
-        samples_per_epoch: Global samples per epoch.
-        steps_per_epoch: Steps each worker takes per epoch.
         data: The training data and its shares, if computed.
         warnings: Lines to show as warnings (retired size, idle GPUs, ...).
         predicted_epoch_s: Predicted epoch time (training steps) in seconds, from the
@@ -102,13 +98,8 @@ class ClusterPlan:
     idle_slots: int
     target_node_count: int
     vm_priority: str
-    batch_size: int
-    global_batch: int
-    base_lr: float
-    peak_lr: float
+    geometry: BatchGeometry
     warmup_epochs: float
-    samples_per_epoch: int
-    steps_per_epoch: int
     data: DataPlan | None = None
     warnings: list[str] = field(default_factory=list)
     predicted_epoch_s: float | None = None
@@ -208,8 +199,6 @@ def make_plan(
         raise ConfigError(f"--workers must be at least 1, not {workers}")
     vm = cluster.vm
     nodes, per_node, last, idle = node_layout(workers, vm.gpus)
-    optim = config.optim
-    global_batch = workers * optim.batch_size
     warnings = []
     if vm.retired:
         successors = ", ".join(v.name for v in current_sizes() if v.gpus == vm.gpus)
@@ -240,13 +229,8 @@ def make_plan(
         idle_slots=idle,
         target_node_count=cluster.target_node_count,
         vm_priority=cluster.vm_priority,
-        batch_size=optim.batch_size,
-        global_batch=global_batch,
-        base_lr=optim.lr,
-        peak_lr=scaled_lr(optim, global_batch),
-        warmup_epochs=optim.warmup_epochs,
-        samples_per_epoch=optim.samples_per_epoch,
-        steps_per_epoch=math.ceil(optim.samples_per_epoch / global_batch),
+        geometry=BatchGeometry.from_optim(config.optim, workers),
+        warmup_epochs=config.optim.warmup_epochs,
         data=data_info,
         warnings=warnings,
     )
@@ -266,24 +250,23 @@ def with_prediction(plan: ClusterPlan, config: Config) -> ClusterPlan:
     validation and checkpoints are not included.
 
     Args:
-        plan: The plan (its VM size, workers, batch and samples per epoch).
-        config: The run's configuration (patch size, model, gradient compression,
-            accumulation).
+        plan: The plan (its VM size, workers and batch geometry).
+        config: The run's configuration (patch size, model, gradient compression).
 
     Returns:
         The plan with ``predicted_epoch_s``, ``predicted_single_s``,
         ``predicted_efficiency`` and ``prediction_basis`` set, or unchanged when the VM's
         GPU model has no reference figure.
     """
-    run, model = config.run, config.model
+    run, model, geometry = config.run, config.model, plan.geometry
     try:
         workload = costmodel.vm_workload(
             plan.vm,
-            samples_per_epoch=plan.samples_per_epoch,
-            batch=plan.batch_size,
+            samples_per_epoch=geometry.samples_per_epoch,
+            batch=geometry.batch_size,
             patch_size=config.data.patch_size,
             grad_bytes_per_param=2 if run.grad_compression == "fp16" else 4,
-            accumulate=config.optim.accumulate,
+            accumulate=geometry.accumulate,
         )
         fabric = costmodel.fabric_for(plan.vm)
     except KeyError:
@@ -370,15 +353,14 @@ def plan_lines(plan: ClusterPlan, cluster_file: str = "cluster.json") -> list[st
             f"nodes: targetNodeCount {plan.target_node_count} is too small: set "
             f'"targetNodeCount": {plan.nodes} in {cluster_file}'
         )
+    geometry = plan.geometry
     lines.append(
-        f"batch: {plan.batch_size} per worker x {plan.workers} workers = global batch "
-        f"{plan.global_batch:,}; {plan.steps_per_epoch:,} steps per epoch of "
-        f"{plan.samples_per_epoch:,} samples"
+        f"batch: {geometry.describe_batch()}; {geometry.steps_per_epoch:,} steps per epoch of "
+        f"{geometry.samples_per_epoch:,} samples"
     )
     lines.append(
-        f"learning rate: peak {plan.peak_lr:.4g} (base {plan.base_lr:.4g} scaled by the "
-        f"linear rule), reached after {plan.warmup_epochs:g} warm-up "
-        f"epoch{'' if plan.warmup_epochs == 1 else 's'}"
+        f"learning rate: {geometry.describe_lr()}, reached after {plan.warmup_epochs:g} "
+        f"warm-up epoch{'' if plan.warmup_epochs == 1 else 's'}"
     )
     if plan.data is not None:
         data = plan.data

@@ -1,7 +1,9 @@
-"""Learning-rate schedule: the linear scaling rule with warm-up, then cosine/step/constant.
+"""Learning-rate schedule: warm-up to the peak rate, then cosine/step/constant.
 
-The schedule is a function of training progress measured in epochs (fractional), so it is the
-same whatever the number of workers: an epoch is a fixed global number of samples.
+The peak rate is the batch geometry's (:class:`~landcover.training.geometry.BatchGeometry`:
+``optim.lr`` scaled to the global batch by ``optim.lr_scaling``). The schedule is a function of
+training progress measured in epochs (fractional), so it is the same whatever the number of
+workers: an epoch is a fixed global number of samples.
 """
 
 from __future__ import annotations
@@ -9,38 +11,24 @@ from __future__ import annotations
 import math
 
 from landcover.config import OptimConfig
+from landcover.training.geometry import BatchGeometry
 
 
-def scaled_lr(optim: OptimConfig, global_batch: int) -> float:
-    """Returns the peak learning rate for a global batch (the linear scaling rule).
-
-    Args:
-        optim: The optimisation settings (``lr`` applies at ``ref_batch``).
-        global_batch: Samples per optimizer step across all workers.
-
-    Returns:
-        ``lr * global_batch / ref_batch`` when ``scale_lr`` is set, else ``lr``.
-    """
-    if not optim.scale_lr:
-        return optim.lr
-    return optim.lr * global_batch / optim.ref_batch
-
-
-def lr_at(optim: OptimConfig, global_batch: int, progress: float) -> float:
+def lr_at(optim: OptimConfig, geometry: BatchGeometry, progress: float) -> float:
     """Returns the learning rate at a point of training.
 
     Warm-up rises linearly from the unscaled ``lr`` (or the peak, if smaller) to the peak
     over ``warmup_epochs`` (Goyal et al., 2017); the schedule then decays the peak.
 
     Args:
-        optim: The optimisation settings.
-        global_batch: Samples per optimizer step across all workers.
+        optim: The optimisation settings (warm-up and schedule).
+        geometry: The run's batch geometry (its ``peak_lr``).
         progress: Epochs completed, fractional (0 at the start).
 
     Returns:
         The learning rate.
     """
-    peak = scaled_lr(optim, global_batch)
+    peak = geometry.peak_lr
     start = min(optim.lr, peak)
     if optim.warmup_epochs > 0 and progress < optim.warmup_epochs:
         return start + (peak - start) * progress / optim.warmup_epochs

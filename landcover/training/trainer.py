@@ -1,8 +1,9 @@
 """The training worker: one process per GPU (or CPU worker), data-parallel with DDP.
 
 Each worker loads its share of the training tiles into memory once, draws random patches from
-them, and takes ``ceil(samples_per_epoch / (workers * batch_size))`` steps per epoch. Rank 0
-writes the run folder and checkpoints; every run resumes from its ``last.pt``.
+them, and takes ``ceil(samples_per_epoch / global_batch)`` steps per epoch (the batch geometry:
+:mod:`~landcover.training.geometry`). Rank 0 writes the run folder and checkpoints; every run
+resumes from its ``last.pt``.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import contextlib
 import hashlib
 import itertools
 import logging
-import math
 import os
 import time
 from datetime import datetime, timezone
@@ -52,6 +52,7 @@ from landcover.training.checkpoint import (
     write_epoch_checkpoints,
 )
 from landcover.training.communication import LocalSGD, configure_gradient_compression
+from landcover.training.geometry import BatchGeometry
 from landcover.training.losses import SegmentationLoss
 from landcover.training.metrics import metrics_from_confusion
 from landcover.training.progress import Progress
@@ -190,8 +191,7 @@ class Trainer:
         cuda = self.device.type == "cuda"
         self.autocast_dtype = torch.bfloat16 if cuda and config.run.bf16 else None
         self.channels_last = cuda and config.run.channels_last
-        self.global_batch = config.optim.batch_size * env.world_size * config.optim.accumulate
-        self.steps_per_epoch = math.ceil(config.optim.samples_per_epoch / self.global_batch)
+        self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
         self.prepare = BandNormalizer(config.data.mean, config.data.std, self.device)
         self.reduce_device = self.device if cuda else torch.device("cpu")
 
@@ -317,7 +317,7 @@ class Trainer:
             epoch=epoch,
             best_miou=best,
             workers=self.env.world_size,
-            scheduler={"progress_epochs": epoch, "global_batch": self.global_batch},
+            scheduler={"progress_epochs": epoch, "global_batch": self.geometry.global_batch},
             metrics=record,
         )
 
@@ -325,19 +325,19 @@ class Trainer:
         cfg = self.config
         rng = epoch_rng(cfg.run.seed, self.env.rank, epoch)
         self.ddp.train()
-        progress.start_epoch(epoch + 1, self.steps_per_epoch)
+        progress.start_epoch(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
         k = cfg.optim.accumulate
         batches = iter(
             Prefetcher(
                 lambda: self.sampler.batch(cfg.optim.batch_size, rng),
-                self.steps_per_epoch * k,
+                self.geometry.steps_per_epoch * k,
                 pin_memory=self.device.type == "cuda",
             )
         )
-        for step in range(self.steps_per_epoch):
-            lr = lr_at(cfg.optim, self.global_batch, epoch + step / self.steps_per_epoch)
+        for step in range(self.geometry.steps_per_epoch):
+            lr = lr_at(cfg.optim, self.geometry, epoch + step / self.geometry.steps_per_epoch)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             micro = []
@@ -359,13 +359,13 @@ class Trainer:
                 self.local_sgd.after_step()
             loss_sum += loss
             if progress.enabled:
-                progress.update(step + 1, loss, (step + 1) * self.global_batch)
+                progress.update(step + 1, loss, (step + 1) * self.geometry.global_batch)
         progress.end_epoch()
         if self.local_sgd is not None:
             self.local_sgd.synchronize()
         total = loss_sum.to(self.reduce_device).clone()
         all_reduce_sum(total)
-        return float(total) / (self.steps_per_epoch * self.env.world_size), lr
+        return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
 
     def _validate(self) -> tuple[dict | None, float]:
         start = time.perf_counter()
@@ -411,16 +411,13 @@ class Trainer:
             )
             return {}
         log.info(
-            "training epochs %d..%d: %d workers x batch %d = global batch %d, %d steps/epoch "
-            "(%d samples), peak lr %.2e, device %s%s",
+            "training epochs %d..%d: %s, %d steps/epoch (%d samples), %s, device %s%s",
             start_epoch + 1,
             cfg.optim.epochs,
-            env.world_size,
-            cfg.optim.batch_size,
-            self.global_batch,
-            self.steps_per_epoch,
-            self.steps_per_epoch * self.global_batch,
-            lr_at(cfg.optim, self.global_batch, cfg.optim.warmup_epochs),
+            self.geometry.describe_batch(),
+            self.geometry.steps_per_epoch,
+            self.geometry.epoch_samples,
+            self.geometry.describe_lr(),
             self.device,
             " bf16" if self.autocast_dtype else "",
         )
@@ -443,12 +440,12 @@ class Trainer:
                     "epoch": done,
                     "train_loss": train_loss,
                     "lr": lr,
-                    "samples_per_s": self.steps_per_epoch * self.global_batch / train_s,
+                    "samples_per_s": self.geometry.epoch_samples / train_s,
                     "epoch_s": train_s,
                     "val_s": val_s,
                     "workers": env.world_size,
-                    "global_batch": self.global_batch,
-                    "steps": self.steps_per_epoch,
+                    "global_batch": self.geometry.global_batch,
+                    "steps": self.geometry.steps_per_epoch,
                     "val_miou": miou,
                     "val_accuracy": metrics["accuracy"] if metrics else None,
                     "val_iou": metrics["iou"] if metrics else None,
