@@ -1,6 +1,7 @@
 """End-to-end training through the real CLI: two worker processes, run folder, metrics."""
 
 import json
+import math
 import re
 from pathlib import Path
 
@@ -8,9 +9,10 @@ import pytest
 import torch
 import yaml
 
+from landcover.inference.loader import load_inference_model
 from landcover.training.checkpoint import load_checkpoint
 
-from conftest import run_cli
+from conftest import run_cli, train_args
 
 FIELDS = {
     "epoch",
@@ -162,3 +164,47 @@ def test_data_synth_cli(tmp_path: Path) -> None:
         "synth_001_lc.tif",
         "synth_001_naip.tif",
     ]
+
+
+@pytest.mark.parametrize(
+    ("optimizer", "rule", "factor"),
+    [("adamw", "sqrt", math.sqrt(8 / 4)), ("sgd", "linear", 8 / 4)],
+    ids=["adamw-sqrt", "sgd-linear"],
+)
+def test_train_logs_the_scaled_peak_lr_and_follows_it(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path, optimizer: str, rule: str, factor: float
+) -> None:
+    """Global batch 1 worker x 4 x accumulate 2 = 8 at ref_batch 4; lr 0.003, warm-up 0.5."""
+    run = tmp_path / "run"
+    result = run_cli(
+        *train_args(tiny_config, tiny_data, run, "--workers", "1", "--accumulate", "2"),
+        *("--samples-per-epoch", "16", "--set", "optim.ref_batch=4"),
+        *("--set", f"optim.optimizer={optimizer}", "--set", "run.val_every=5"),
+    )
+    assert result.returncode == 0, result.stderr
+    peak = 0.003 * factor
+    name = {"adamw": "AdamW", "sgd": "SGD"}[optimizer]
+    how = "sqrt(8/4)" if rule == "sqrt" else "8/4"
+    geometry = "1 worker x batch 4 x accumulate 2 = global batch 8, 2 steps/epoch (16 samples)"
+    assert geometry in result.stderr
+    assert f"peak lr {peak:.2e} ({name}, {rule} rule: 0.003 x {how})" in result.stderr
+    assert yaml.safe_load((run / "config.yaml").read_text())["optim"]["lr_scaling"] == rule
+
+    # metrics.jsonl's lr is each epoch's last step's (progress 0.5, then 1.5 epochs): the peak
+    # at the end of the 0.5-epoch warm-up, then cosine from the peak to 1 % of it over 1.5
+    records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [r["global_batch"] for r in records] == [8, 8]
+    assert records[0]["lr"] == pytest.approx(peak, rel=1e-9)
+    floor = 0.01 * peak
+    cosine = floor + (peak - floor) * 0.5 * (1 + math.cos(math.pi * (1.5 - 0.5) / (2 - 0.5)))
+    assert records[1]["lr"] == pytest.approx(cosine, rel=1e-9)
+
+    # a checkpoint whose config has the deprecated scale_lr (no lr_scaling) still loads
+    state = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
+    del state["config"]["optim"]["lr_scaling"]
+    state["config"]["optim"]["scale_lr"] = False
+    old = run / "checkpoints" / "old.pt"
+    torch.save(state, old)
+    model = load_inference_model(old, device="cpu")
+    assert model.config.optim.lr_scaling == "none"
+    assert model.epoch == 2
