@@ -100,8 +100,15 @@ class ModelConfig(_Section):
         encoder: smp encoder name (``resnet18``, ``resnet34``, ``efficientnet-b0``, ...).
         encoder_depth: Number of encoder stages (3..5).
         decoder_channels: Decoder widths, one per encoder stage.
-        weights: Optional local file of initial weights (a landcover checkpoint or a plain
-            state dict). Nothing is ever downloaded.
+        weights: Optional initial weights: a local file or ``imagenet``. A file (``.pt``,
+            ``.pth``, ``.bin`` loaded with ``weights_only=True``, or ``.safetensors``) may hold a
+            landcover checkpoint, a whole-model state dict (bare, in ``{"state_dict": ...}`` or
+            ``{"model": ...}``, or with DDP's ``module.`` prefix), or an encoder-only state dict
+            in torchvision's, timm's or smp's key layout: its classifier head is dropped, an RGB
+            first convolution is extended to the band count as smp does (band i from RGB band
+            i % 3, scaled by 3/bands; one band: the sum), and the decoder keeps its random
+            init. ``imagenet`` downloads smp's pretrained encoder; without internet training
+            stops at once with an error saying how to use a local file instead.
     """
 
     arch: Literal["unet"] = "unet"

@@ -256,7 +256,7 @@ class Trainer:
         torch.manual_seed(cfg.run.seed)
         model = build_model(cfg.model, len(cfg.data.bands), self.mapping.num_classes)
         if cfg.model.weights:
-            load_initial_weights(model, cfg.model.weights)
+            log.info(load_initial_weights(model, cfg.model, len(cfg.data.bands)).summary())
         if self.env.distributed and self.device.type == "cuda" and cfg.run.engine == "torch":
             # (torch's SyncBatchNorm needs a torch.distributed group: not under Horovod)
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
