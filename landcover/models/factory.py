@@ -44,6 +44,37 @@ def build_model(config: ModelConfig, in_channels: int, num_classes: int) -> nn.M
     return model
 
 
+UNITS_PER_CLASS = 2
+"""Units the last decoder stage should have per class (smp's default 16 gives 2 for 8 classes)."""
+
+
+def final_stage_warning(config: ModelConfig, num_classes: int) -> str | None:
+    """Says when the last decoder stage is too narrow for the number of classes.
+
+    The last U-Net decoder stage is a full-resolution conv + batch-norm + ReLU block whose
+    units are all the segmentation head sees. When every unit is inactive at the pixels of a
+    class (ReLU outputs 0), no gradient from those pixels reaches the network any more, so the
+    class is never learned; with about one unit per class (8 channels for 6 classes) a large
+    early update switches a rare class's only unit off for good. This is how the CPU config
+    once stopped learning water. Two or more units per class make it unlikely.
+
+    Args:
+        config: The model configuration.
+        num_classes: Number of output classes.
+
+    Returns:
+        A warning to log, or ``None`` when the stage is wide enough.
+    """
+    last = config.decoder_channels[-1]
+    if last >= UNITS_PER_CLASS * num_classes:
+        return None
+    return (
+        f"model.decoder_channels ends with {last} channels for {num_classes} classes: a final "
+        f"decoder stage this narrow can switch a class's units off for good (dead ReLUs) and "
+        f"that class is never learned; use at least {UNITS_PER_CLASS * num_classes}"
+    )
+
+
 def freeze_unused_parameters(model: nn.Module, in_channels: int) -> list[str]:
     """Stops gradients for parameters the forward pass never uses.
 
