@@ -9,6 +9,7 @@ and inside every checkpoint.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -426,13 +427,41 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
     return loaded or {}
 
 
-def _load_tree(path: Path, chain: tuple[Path, ...] = (), what: str = "config file") -> dict:
+@dataclass
+class ConfigTree:
+    """A config file read with its includes merged, before validation.
+
+    Attributes:
+        tree: The merged keys (``include`` removed).
+        includes: Every file included, directly or by an included file.
+    """
+
+    tree: dict[str, Any]
+    includes: list[Path] = field(default_factory=list)
+
+
+def read_config_tree(path: str | Path) -> ConfigTree:
     """Reads a config file with its ``include:`` files merged under its own keys.
 
     ``include`` is a path or a list of paths, relative to the including file's folder; they
     are merged in order (a later one wins over an earlier one), then the file's own keys win
     over all of them. Included files may include others; a cycle is an error.
+
+    Args:
+        path: The config file.
+
+    Returns:
+        The merged tree and the files it included.
+
+    Raises:
+        ConfigError: If a file is missing or unreadable, or an include is malformed or circular.
     """
+    includes: list[Path] = []
+    tree = _merge_includes(Path(path), (), "config file", includes)
+    return ConfigTree(tree, includes)
+
+
+def _merge_includes(path: Path, chain: tuple[Path, ...], what: str, seen: list[Path]) -> dict:
     resolved = path.resolve()
     if resolved in chain:
         cycle = " -> ".join(str(p) for p in (*chain, resolved))
@@ -448,7 +477,8 @@ def _load_tree(path: Path, chain: tuple[Path, ...] = (), what: str = "config fil
     base: dict[str, Any] = {}
     for name in includes:
         included = path.parent / Path(name).expanduser()
-        layer = _load_tree(included, (*chain, resolved), f"file included by {path}")
+        seen.append(included)
+        layer = _merge_includes(included, (*chain, resolved), f"file included by {path}", seen)
         base = deep_merge(base, layer)
     return deep_merge(base, tree)
 
@@ -461,7 +491,7 @@ def load_config(
     """Loads and validates a configuration.
 
     A config file may say ``include: FILE`` (or a list of files), relative to its own folder:
-    the included files are merged under the file's own keys (see :func:`deep_merge`), so a
+    the included files are merged under the file's own keys (see :func:`read_config_tree`), so a
     statistics file written by ``landcover data stats`` can supply ``data.mean`` and the
     like. Command-line overrides win over both.
 
@@ -481,7 +511,7 @@ def load_config(
     source = "config"
     if path is not None:
         source = str(path)
-        tree = _load_tree(Path(path))
+        tree = read_config_tree(path).tree
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(tree, key, value)
