@@ -42,6 +42,9 @@ RATIO_GOAL = 0.8
 
 def make_checkpoint(config_file: Path, folder: Path) -> Path:
     config = load_config(config_file, {"run.device": "cpu"})
+    if config.data.stats_auto:  # an untrained model: any normalisation times the same
+        config.data.mean = [0.5] * len(config.data.bands)
+        config.data.std = [0.25] * len(config.data.bands)
     torch.manual_seed(0)
     model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
     path = folder / f"{config_file.stem}.pt"

@@ -19,6 +19,21 @@ app = typer.Typer(
 data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
+ClassesOption = Annotated[str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")]
+BandsOption = Annotated[int, typer.Option(min=1, help="Expected image bands.")]
+ImageSuffixOption = Annotated[str, typer.Option(help="Image file-name suffix.")]
+LabelSuffixOption = Annotated[str, typer.Option(help="Label file-name suffix.")]
+
+
+def _class_mapping(classes: str) -> Any:
+    """The class mapping of a ``--classes`` preset (a usage error when unknown)."""
+    from landcover.classes import resolve_mapping
+
+    try:
+        return resolve_mapping(classes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--classes") from None
+
 
 @app.command()
 def train(
@@ -235,22 +250,35 @@ def data_download(
 @data_app.command("check")
 def data_check(
     data: Annotated[str, typer.Argument(help="Folder of image/label pairs: a path or blob URL.")],
-    classes: Annotated[
-        str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")
-    ] = "chesapeake7",
-    bands: Annotated[int, typer.Option(min=1, help="Expected image bands.")] = 4,
-    image_suffix: Annotated[str, typer.Option(help="Image file-name suffix.")] = "_naip.tif",
-    label_suffix: Annotated[str, typer.Option(help="Label file-name suffix.")] = "_lc.tif",
+    classes: ClassesOption = "chesapeake7",
+    bands: BandsOption = 4,
+    image_suffix: ImageSuffixOption = "_naip.tif",
+    label_suffix: LabelSuffixOption = "_lc.tif",
 ) -> None:
     """Check every pair of a data folder and show its class balance; list every bad file."""
-    from landcover.classes import resolve_mapping
     from landcover.data.check import run_check
 
-    try:
-        mapping = resolve_mapping(classes)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--classes") from None
-    run_check(data, mapping, bands, image_suffix, label_suffix)
+    run_check(data, _class_mapping(classes), bands, image_suffix, label_suffix)
+
+
+@data_app.command("stats")
+def data_stats(
+    data: Annotated[
+        str, typer.Argument(help="Folder of image/label pairs or a manifest CSV: path or URL.")
+    ],
+    classes: ClassesOption = "chesapeake7",
+    out: Annotated[
+        str | None,
+        typer.Option(help="Output YAML (path or URL); default: {DATA name}_stats.yaml here."),
+    ] = None,
+    bands: BandsOption = 4,
+    image_suffix: ImageSuffixOption = "_naip.tif",
+    label_suffix: LabelSuffixOption = "_lc.tif",
+) -> None:
+    """Measure per-band mean/std and class frequencies; write them as an includable YAML."""
+    from landcover.data.statsfile import run_stats
+
+    run_stats(data, _class_mapping(classes), bands, image_suffix, label_suffix, out)
 
 
 @data_app.command("prepare")
@@ -266,18 +294,12 @@ def data_prepare(
     min_valid: Annotated[
         float, typer.Option(min=0.0, max=1.0, help="Drop tiles with fewer labelled pixels.")
     ] = 0.5,
-    classes: Annotated[
-        str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")
-    ] = "chesapeake7",
+    classes: ClassesOption = "chesapeake7",
 ) -> None:
     """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
-    from landcover.classes import resolve_mapping
     from landcover.data.prepare import prepare_tiles
 
-    try:
-        mapping = resolve_mapping(classes)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--classes") from None
+    mapping = _class_mapping(classes)
     summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
     typer.echo(summary.line(min_valid))
 

@@ -1,13 +1,15 @@
 """Run configuration: pydantic models, YAML loading and command-line overrides.
 
 A configuration has four sections: ``data``, ``model``, ``optim`` and ``run``. YAML files in
-``configs/`` set any subset of it; command-line flags and ``--set section.key=value`` override
-them; the resolved configuration is saved as ``config.yaml`` in the run folder and inside every
-checkpoint.
+``configs/`` set any subset of it (a file may ``include:`` others, merged under its own keys);
+command-line flags and ``--set section.key=value`` override them; ``auto`` values are measured
+when training starts; the resolved configuration is saved as ``config.yaml`` in the run folder
+and inside every checkpoint.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -20,9 +22,19 @@ from landcover.errors import ConfigError
 LrScaling = Literal["linear", "sqrt", "none"]
 """How the peak learning rate follows the global batch (``optim.lr_scaling``)."""
 
+AUTO = "auto"
+"""Value of a setting measured from the training data when training starts."""
+
 
 class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+def _numbers_or_auto(value: Any, what: str) -> Any:
+    """Rejects anything but a list or ``auto`` up front, with a message users can act on."""
+    if isinstance(value, str) and value != AUTO:
+        raise ValueError(f"must be a list of numbers ({what}) or auto, not {value!r}")
+    return value
 
 
 class DataConfig(_Section):
@@ -41,8 +53,14 @@ class DataConfig(_Section):
             ``val_root`` nor ``val_tiles`` nor a manifest split is given.
         classes: A preset name (``chesapeake7``, ``cvpr4``, ``tutorial5``) or an explicit mapping.
         bands: Names of the image bands, in file order; their count is the model's input channels.
-        mean: Per-band mean on the 0..1 scale, subtracted before the model.
-        std: Per-band standard deviation on the 0..1 scale.
+        mean: Per-band mean on the 0..1 scale, subtracted before the model; ``auto`` measures it
+            on the training tiles when training starts (the resolved run config and every
+            checkpoint then hold the numbers, so predict and evaluate use them).
+        std: Per-band standard deviation on the 0..1 scale; ``auto`` as for ``mean``.
+        class_frequencies: Optional pixel frequency of each class (by class name) in the
+            training data, as ``landcover data stats`` writes it; ``optim.loss.class_weights:
+            auto`` derives its weights from it when given (else it measures them). A run that
+            measures frequencies records them here.
         patch_size: Side of the square training patches in pixels.
         max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
         oversample_rare: Probability that a patch is centred on a pixel of a rare class.
@@ -61,14 +79,20 @@ class DataConfig(_Section):
     val_fraction: float = Field(0.2, ge=0.0, lt=1.0)
     classes: ClassMapping = Field(default_factory=lambda: resolve_mapping("chesapeake7"))
     bands: list[str] = Field(default_factory=lambda: ["red", "green", "blue", "nir"])
-    mean: list[float] = Field(default_factory=lambda: [0.40, 0.42, 0.36, 0.50])
-    std: list[float] = Field(default_factory=lambda: [0.18, 0.16, 0.15, 0.22])
+    mean: list[float] | Literal["auto"] = "auto"
+    std: list[float] | Literal["auto"] = "auto"
+    class_frequencies: dict[str, float] | None = None
     patch_size: int = Field(256, ge=32)
     max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
+
+    @field_validator("mean", "std", mode="before")
+    @classmethod
+    def _band_values(cls, value: Any) -> Any:
+        return _numbers_or_auto(value, "one per band")
 
     @field_validator("classes", mode="before")
     @classmethod
@@ -85,11 +109,29 @@ class DataConfig(_Section):
     @model_validator(mode="after")
     def _band_stats_match(self) -> DataConfig:
         n = len(self.bands)
-        if len(self.mean) != n or len(self.std) != n:
-            raise ValueError(f"mean and std need one value per band ({n} bands: {self.bands})")
-        if any(s <= 0 for s in self.std):
+        for key in ("mean", "std"):
+            value = getattr(self, key)
+            if value != AUTO and len(value) != n:
+                raise ValueError(
+                    f"{key} needs one value per band ({n} bands: {self.bands}) or auto"
+                )
+        if self.std != AUTO and any(s <= 0 for s in self.std):
             raise ValueError("std values must be positive")
+        if self.class_frequencies is not None:
+            unknown = sorted(set(self.class_frequencies) - set(self.classes.names))
+            if unknown:
+                raise ValueError(
+                    f"class_frequencies names classes {unknown} that the class mapping "
+                    f"{self.classes.name} does not have ({', '.join(self.classes.names)})"
+                )
+            if any(f < 0 for f in self.class_frequencies.values()):
+                raise ValueError("class_frequencies must not be negative")
         return self
+
+    @property
+    def stats_auto(self) -> bool:
+        """Whether ``mean`` or ``std`` is still to be measured (``auto``)."""
+        return self.mean == AUTO or self.std == AUTO
 
 
 class ModelConfig(_Section):
@@ -133,12 +175,20 @@ class LossConfig(_Section):
     Attributes:
         ce_weight: Weight of the cross-entropy term.
         dice_weight: Weight of the multi-class Dice term (0 disables it).
-        class_weights: Optional per-class cross-entropy weights.
+        class_weights: Optional per-class cross-entropy weights, or ``auto``: median-frequency
+            balancing of the training data's class frequencies (see
+            :func:`landcover.training.losses.median_frequency_weights`), resolved to numbers
+            when training starts.
     """
 
     ce_weight: float = Field(1.0, ge=0.0)
     dice_weight: float = Field(0.0, ge=0.0)
-    class_weights: list[float] | None = None
+    class_weights: list[float] | Literal["auto"] | None = None
+
+    @field_validator("class_weights", mode="before")
+    @classmethod
+    def _class_values(cls, value: Any) -> Any:
+        return _numbers_or_auto(value, "one per class")
 
 
 class OptimConfig(_Section):
@@ -398,12 +448,104 @@ def parse_override(text: str) -> tuple[str, Any]:
     return key.strip(), yaml.safe_load(raw)
 
 
+def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Merges two config trees: sections merge key by key, any other value of ``over`` wins.
+
+    Args:
+        base: The lower layer.
+        over: The upper layer (its keys win; lists replace lists whole).
+
+    Returns:
+        A new merged tree (the inputs are not changed).
+    """
+    merged = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(merged.get(key), dict):
+            merged[key] = deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def _read_yaml(path: Path, what: str) -> dict[str, Any]:
+    try:
+        loaded = yaml.safe_load(path.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: {what} not found") from None
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
+    if loaded is not None and not isinstance(loaded, dict):
+        raise ConfigError(f"{path}: a config file must be a YAML mapping")
+    return loaded or {}
+
+
+@dataclass
+class ConfigTree:
+    """A config file read with its includes merged, before validation.
+
+    Attributes:
+        tree: The merged keys (``include`` removed).
+        includes: Every file included, directly or by an included file.
+    """
+
+    tree: dict[str, Any]
+    includes: list[Path] = field(default_factory=list)
+
+
+def read_config_tree(path: str | Path) -> ConfigTree:
+    """Reads a config file with its ``include:`` files merged under its own keys.
+
+    ``include`` is a path or a list of paths, relative to the including file's folder; they
+    are merged in order (a later one wins over an earlier one), then the file's own keys win
+    over all of them. Included files may include others; a cycle is an error.
+
+    Args:
+        path: The config file.
+
+    Returns:
+        The merged tree and the files it included.
+
+    Raises:
+        ConfigError: If a file is missing or unreadable, or an include is malformed or circular.
+    """
+    includes: list[Path] = []
+    tree = _merge_includes(Path(path), (), "config file", includes)
+    return ConfigTree(tree, includes)
+
+
+def _merge_includes(path: Path, chain: tuple[Path, ...], what: str, seen: list[Path]) -> dict:
+    resolved = path.resolve()
+    if resolved in chain:
+        cycle = " -> ".join(str(p) for p in (*chain, resolved))
+        raise ConfigError(f"{path}: include cycle ({cycle})")
+    tree = _read_yaml(path, what)
+    includes = tree.pop("include", None)
+    if includes is None:
+        return tree
+    if isinstance(includes, str):
+        includes = [includes]
+    if not isinstance(includes, list) or not all(isinstance(i, str) for i in includes):
+        raise ConfigError(f"{path}: include must be a file path or a list of file paths")
+    base: dict[str, Any] = {}
+    for name in includes:
+        included = path.parent / Path(name).expanduser()
+        seen.append(included)
+        layer = _merge_includes(included, (*chain, resolved), f"file included by {path}", seen)
+        base = deep_merge(base, layer)
+    return deep_merge(base, tree)
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     sets: list[str] | None = None,
 ) -> Config:
     """Loads and validates a configuration.
+
+    A config file may say ``include: FILE`` (or a list of files), relative to its own folder:
+    the included files are merged under the file's own keys (see :func:`read_config_tree`), so a
+    statistics file written by ``landcover data stats`` can supply ``data.mean`` and the
+    like. Command-line overrides win over both.
 
     Args:
         path: A YAML config file, or ``None`` for the built-in defaults.
@@ -414,23 +556,14 @@ def load_config(
         The validated configuration.
 
     Raises:
-        ConfigError: If the file is missing or unreadable, or the result is invalid.
+        ConfigError: If a file is missing or unreadable, an include is malformed or circular,
+            or the result is invalid.
     """
     tree: dict[str, Any] = {}
     source = "config"
     if path is not None:
         source = str(path)
-        try:
-            loaded = yaml.safe_load(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"{path}: config file not found") from None
-        except (OSError, yaml.YAMLError) as exc:
-            raise ConfigError(
-                f"{path}: not a readable YAML file ({exc.__class__.__name__})"
-            ) from None
-        if loaded is not None and not isinstance(loaded, dict):
-            raise ConfigError(f"{path}: a config file must be a YAML mapping")
-        tree = loaded or {}
+        tree = read_config_tree(path).tree
     for key, value in (overrides or {}).items():
         if value is not None:
             _set_dotted(tree, key, value)

@@ -110,6 +110,43 @@ def replica_digest(run: Path, rank: int) -> str:
     return match.group(1)
 
 
+def relabel_in_albers(label: Path, resolution: float | None = None) -> None:
+    """Rewrites a label raster in place in Albers (EPSG:5070, like the Bay-wide files), nearest.
+
+    Args:
+        label: The label GeoTIFF (one uint8 band, no-data 15).
+        resolution: Pixel size in the new CRS (default: GDAL's choice, about the old one).
+    """
+    import numpy as np
+    import rasterio
+    from rasterio.warp import Resampling, calculate_default_transform, reproject
+
+    with rasterio.open(label) as ds:
+        codes, src_crs, src_transform, profile = ds.read(1), ds.crs, ds.transform, ds.profile
+        dst_transform, width, height = calculate_default_transform(
+            src_crs, "EPSG:5070", ds.width, ds.height, *ds.bounds, resolution=resolution
+        )
+    albers = np.full((height, width), 15, dtype=np.uint8)
+    reproject(
+        codes,
+        albers,
+        src_transform=src_transform,
+        src_crs=src_crs,
+        dst_transform=dst_transform,
+        dst_crs="EPSG:5070",
+        dst_nodata=15,
+        resampling=Resampling.nearest,
+    )
+    label.unlink()
+    profile.update(
+        crs="EPSG:5070", transform=dst_transform, width=width, height=height, tiled=False
+    )
+    profile.pop("blockxsize", None)
+    profile.pop("blockysize", None)
+    with rasterio.open(label, "w", **profile) as ds:
+        ds.write(albers, 1)
+
+
 def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) -> str:
     """Asserts a non-zero exit with a one-line ``error:`` message and no traceback."""
     assert result.returncode != 0, result.stdout + result.stderr

@@ -7,9 +7,8 @@ import numpy as np
 import pytest
 import rasterio
 from rasterio.transform import Affine
-from rasterio.warp import Resampling, calculate_default_transform, reproject
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, relabel_in_albers, run_cli
 
 
 @pytest.fixture
@@ -96,30 +95,7 @@ def test_label_without_crs(data: Path, tiny_config: Path, tmp_path: Path) -> Non
 
 def test_label_in_another_crs_is_reprojected(data: Path, tiny_config: Path, tmp_path: Path) -> None:
     """Labels in Albers (like the Bay-wide files) are brought onto the image grid, nearest."""
-    label = data / "synth_001_lc.tif"
-    with rasterio.open(label) as ds:
-        codes, src_crs, src_transform, profile = ds.read(1), ds.crs, ds.transform, ds.profile
-        dst_transform, width, height = calculate_default_transform(
-            src_crs, "EPSG:5070", ds.width, ds.height, *ds.bounds
-        )
-    albers = np.full((height, width), 15, dtype=np.uint8)
-    reproject(
-        codes,
-        albers,
-        src_transform=src_transform,
-        src_crs=src_crs,
-        dst_transform=dst_transform,
-        dst_crs="EPSG:5070",
-        resampling=Resampling.nearest,
-    )
-    label.unlink()
-    profile.update(
-        crs="EPSG:5070", transform=dst_transform, width=width, height=height, tiled=False
-    )
-    profile.pop("blockxsize", None)
-    profile.pop("blockysize", None)
-    with rasterio.open(label, "w", **profile) as ds:
-        ds.write(albers, 1)
+    relabel_in_albers(data / "synth_001_lc.tif")
     result = _train(data, tiny_config, tmp_path)
     assert result.returncode == 0, result.stderr
 

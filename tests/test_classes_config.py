@@ -87,7 +87,11 @@ def test_overrides_and_sets_apply_in_order(tmp_path: Path) -> None:
     [
         (["optim.lr=-1"], "optim.lr"),
         (["data.patch_size=100"], "multiple of 32"),
-        (["data.bands=[red,green,blue]"], "one value per band"),
+        (["data.bands=[red,green,blue]", "data.mean=[0.4,0.4,0.4,0.5]"], "one value per band"),
+        (["data.std=[0.2,0.2,0.2,0]"], "std values must be positive"),
+        (["data.mean=mean"], "data.mean"),
+        (["optim.loss.class_weights=balanced"], "class_weights"),
+        (["data.class_frequencies={forest: 0.5}"], "does not have"),
         (["model.encoder_depth=4"], "decoder_channels needs 4"),
         (["optim.nonsense=1"], "optim.nonsense"),
         (["data.classes=chesapeake9"], "unknown class preset"),
@@ -106,3 +110,63 @@ def test_shipped_configs_validate() -> None:
     assert files
     for path in files:
         load_config(path)
+
+
+def test_include_merges_under_the_file_and_overrides_win(tmp_path: Path) -> None:
+    stats = tmp_path / "stats" / "naip_stats.yaml"
+    stats.parent.mkdir()
+    stats.write_text(
+        "# measured by landcover data stats ...\n"
+        "data:\n"
+        "  mean: [0.47, 0.52, 0.44, 0.46]\n"
+        "  std: [0.16, 0.13, 0.10, 0.15]\n"
+        "  class_frequencies: {water: 0.1, tree_canopy: 0.6, low_vegetation: 0.3}\n"
+        "optim: {epochs: 7, lr: 0.01}\n"
+    )
+    base = tmp_path / "stats" / "base.yaml"
+    base.write_text("include: naip_stats.yaml\noptim: {lr: 0.02, batch_size: 3}\n")
+    other = tmp_path / "other.yaml"
+    other.write_text("optim: {batch_size: 5, weight_decay: 0.5}\nmodel: {encoder: resnet18}\n")
+    cfg = tmp_path / "configs" / "run.yaml"
+    cfg.parent.mkdir()
+    cfg.write_text(
+        yaml.safe_dump(
+            {
+                "include": ["../stats/base.yaml", "../other.yaml"],  # later includes win
+                "data": {"std": [0.2, 0.2, 0.2, 0.2]},  # the file's own keys win
+                "optim": {"loss": {"class_weights": "auto"}},
+            }
+        )
+    )
+    config = load_config(cfg, {"optim.epochs": 9}, ["optim.weight_decay=0.25"])
+    assert config.data.mean == [0.47, 0.52, 0.44, 0.46]  # from the nested include
+    assert config.data.std == [0.2, 0.2, 0.2, 0.2]
+    assert config.data.class_frequencies == {
+        "water": 0.1,
+        "tree_canopy": 0.6,
+        "low_vegetation": 0.3,
+    }
+    assert config.optim.lr == 0.02  # base.yaml's own key over its include
+    assert config.optim.batch_size == 5  # other.yaml, included after base.yaml
+    assert config.optim.epochs == 9  # command-line flag over every file
+    assert config.optim.weight_decay == 0.25  # --set over every file
+    assert config.optim.loss.class_weights == "auto"
+    assert config.model.encoder == "resnet18"
+    assert "include" not in config.to_dict()
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("include: missing.yaml\n", "missing.yaml: file included by"),
+        ("include: {a: 1}\n", "include must be a file path or a list of file paths"),
+        ("include: c.yaml\n", "include cycle"),
+    ],
+)
+def test_include_errors_are_one_line(tmp_path: Path, text: str, needle: str) -> None:
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)

@@ -509,6 +509,29 @@ def test_azureml_small_job_and_local_data(tmp_path: Path, small_data: Path) -> N
     assert "warning" not in result.stderr
 
 
+def test_azureml_config_includes_are_merged(tmp_path: Path) -> None:
+    """The job downloads its config as one file: included files are merged into it."""
+    cluster = write_cluster(tmp_path, vmSize="Standard_NC96ads_A100_v4", targetNodeCount=2)
+    (tmp_path / "stats").mkdir()
+    (tmp_path / "stats" / "naip_stats.yaml").write_text(
+        "data: {mean: [0.47, 0.52, 0.44, 0.46], std: [0.16, 0.13, 0.1, 0.15]}\n"
+    )
+    config = tmp_path / "run.yaml"
+    config.write_text("include: stats/naip_stats.yaml\noptim: {epochs: 3}\n")
+    out = tmp_path / "aml"
+    result = run_cli(
+        "cluster", "azureml", "--workers", "4", "--epochs", "5", "--cluster", str(cluster),
+        "--config", str(config), "--out", str(out), timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    job = load_yaml_files(out)["job.yml"]
+    merged = Path(job["inputs"]["config"]["path"])
+    assert merged == out / "config.yaml"
+    assert f"merged into {merged}" in result.stdout
+    assert load_config(merged).model_dump() == load_config(config).model_dump()
+    assert load_config(merged).data.mean == [0.47, 0.52, 0.44, 0.46]
+
+
 def test_azureml_retired_size_warns(tmp_path: Path) -> None:
     cluster = write_cluster(tmp_path, vmSize="Standard_NC24s_v3")
     result = run_cli(

@@ -33,6 +33,7 @@ import landcover
 from landcover import storage
 from landcover.cluster.plan import ClusterPlan
 from landcover.cluster.spec import ClusterError, ClusterSpec, find_secret
+from landcover.config import read_config_tree
 from landcover.fileio import atomic_write_bytes
 from landcover.storage.credentials import ENV_ACCOUNT_NAME
 from landcover.storage.urls import protocol
@@ -416,14 +417,22 @@ def write_azureml(
             notes.append(f"az ml job create uploads the local data folder {inputs['data']['path']}")
     else:
         notes.append("no --data and no data.root: the job trains on the built-in synthetic sample")
+    merged = None
     if config_path is not None:
         config_file = Path(config_path).resolve()
         if not config_file.is_file():
             raise ClusterError(f"{config_path}: config file not found")
+        read = read_config_tree(config_file)
+        merged = read.tree if read.includes else None
         inputs["config"] = {"type": "uri_file", "path": str(config_file), "mode": "download"}
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
+    if merged is not None:  # the job downloads one file: merge the included ones into it
+        config_file = out / "config.yaml"
+        _dump(config_file, merged)
+        inputs["config"]["path"] = str(config_file)
+        notes.append(f"{config_path} and the files it includes are merged into {config_file}")
     code_dir = out / "code"
     shutil.rmtree(code_dir, ignore_errors=True)
     setup, has_code = _setup_commands(cluster, Path(cluster_file).resolve().parent, code_dir)

@@ -36,11 +36,14 @@ class TileArrays:
         name: Tile name.
         image: ``(H, W, C)`` uint8 imagery.
         label: ``(H, W)`` uint8 class indices; :data:`IGNORE_INDEX` where there is no data.
+        image_nodata: The image file's declared nodata value (a pixel whose every band equals
+            it has no data), or ``None``.
     """
 
     name: str
     image: np.ndarray
     label: np.ndarray
+    image_nodata: float | None = None
 
     @property
     def nbytes(self) -> int:
@@ -158,17 +161,32 @@ def read_pair(
             raise DataError(f"{pair.image}: corrupt or truncated GeoTIFF ({exc})") from None
         codes = label_on_image_grid(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
         nodata = _image_nodata_mask(img_ds, image)
+        image_nodata = img_ds.nodata
+    check_codes(codes, mapping, pair.label)
+    label = mapping.encode(codes)
+    if nodata is not None:
+        label[nodata] = IGNORE_INDEX
+    return TileArrays(pair.name, image, label, image_nodata)
+
+
+def check_codes(codes: np.ndarray, mapping: ClassMapping, path: str) -> None:
+    """Checks that every label code is mapped or ignored by the class mapping.
+
+    Args:
+        codes: Label codes.
+        mapping: The class mapping.
+        path: The label file, for the message.
+
+    Raises:
+        DataError: If some codes are unknown to the mapping.
+    """
     unknown = mapping.unknown_codes(codes)
     if unknown:
         known = ", ".join(str(c) for c in sorted(mapping.known_codes))
         raise DataError(
-            f"{pair.label}: label codes {unknown} are not in the class mapping "
+            f"{path}: label codes {unknown} are not in the class mapping "
             f"{mapping.name} (known codes: {known})"
         )
-    label = mapping.encode(codes)
-    if nodata is not None:
-        label[nodata] = IGNORE_INDEX
-    return TileArrays(pair.name, image, label)
 
 
 def inspect_pair(pair: TilePair, bands: int) -> tuple[int, int]:

@@ -36,3 +36,21 @@ def shard(items: Sequence[T], rank: int, world_size: int) -> list[T]:
     if world_size <= len(items):
         return list(items[rank::world_size])
     return [items[rank % len(items)]]
+
+
+def counts_once(rank: int, world_size: int, n_items: int) -> bool:
+    """Whether worker ``rank``'s share is the one to count, so every item is counted once.
+
+    With at least as many items as workers the shares are disjoint and every worker counts its
+    own. With more workers than items, worker ``r`` holds item ``r mod T``: only workers
+    ``0..T-1`` count theirs (together they hold each item exactly once).
+
+    Args:
+        rank: This worker's rank.
+        world_size: Number of workers.
+        n_items: Number of items dealt out by :func:`shard`.
+
+    Returns:
+        True when this worker's share counts in a sum over all workers.
+    """
+    return world_size <= n_items or rank < n_items

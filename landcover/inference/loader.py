@@ -75,6 +75,11 @@ def load_inference_model(
     """
     state = load_checkpoint(checkpoint)
     config = config_from_dict(state["config"], source=f"{checkpoint}: config")
+    if config.data.stats_auto:
+        raise CheckpointError(
+            f"{checkpoint}: holds no band statistics (data.mean/std are 'auto'); "
+            "it was not written by a training run"
+        )
     torch_device = resolve_device(
         device, DistEnv(local_rank=local_rank, local_world_size=local_rank + 1)
     )

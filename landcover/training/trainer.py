@@ -26,9 +26,11 @@ from landcover.data.memory import load_tiles
 from landcover.data.normalize import BandNormalizer
 from landcover.data.pairs import split_pairs
 from landcover.data.prefetch import Prefetcher
+from landcover.data.raster import TileArrays
 from landcover.data.sample import data_root
 from landcover.data.sampler import PatchSampler, epoch_rng
 from landcover.data.sharding import shard
+from landcover.data.stats import DataStats
 from landcover.devices import autocast, resolve_device
 from landcover.distributed import (
     DistEnv,
@@ -44,6 +46,7 @@ from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
 from landcover.models import build_model, load_initial_weights
 from landcover.training import horovod_engine
+from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import (
     checkpoint_state,
     find_resume_checkpoint,
@@ -181,6 +184,9 @@ class Trainer:
         env: The worker's place in the job.
     """
 
+    _resume_state: tuple[str, dict[str, Any]] | None = None
+    """The checkpoint to resume from, when it was already loaded for its data statistics."""
+
     def __init__(self, config: Config, env: DistEnv) -> None:
         self.config = config
         self.env = env
@@ -192,7 +198,6 @@ class Trainer:
         self.autocast_dtype = torch.bfloat16 if cuda and config.run.bf16 else None
         self.channels_last = cuda and config.run.channels_last
         self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
-        self.prepare = BandNormalizer(config.data.mean, config.data.std, self.device)
         self.reduce_device = self.device if cuda else torch.device("cpu")
 
     def _load_data(self) -> None:
@@ -239,6 +244,7 @@ class Trainer:
             val_report.seconds,
         )
         self.n_val = len(val_pairs)
+        self._resolve_data_stats(tiles, len(train_pairs))
         try:
             self.sampler = PatchSampler(
                 tiles,
@@ -250,6 +256,27 @@ class Trainer:
             )
         except ValueError as exc:
             raise DataError(f"rank {env.rank}: {exc}") from None
+
+    def _resolve_data_stats(self, tiles: list[TileArrays], n_train: int) -> None:
+        """Replaces ``auto`` band statistics and class weights by numbers; builds the normaliser.
+
+        A resumed run takes them from its checkpoint (which is then kept for :meth:`_resume`).
+        """
+        cfg, env = self.config, self.env
+        previous, source = None, "checkpoint"
+        if needs_resolving(cfg):
+            path = find_resume_checkpoint(self.folder)
+            if path is not None:
+                self._resume_state = (path, load_checkpoint(path))
+                source = f"checkpoint {path}"
+                previous = config_from_dict(self._resume_state[1]["config"], f"{path}: config")
+
+        def measure() -> DataStats:
+            return measure_shares(tiles, env.rank, env.world_size, n_train, cfg, self.reduce_device)
+
+        for line in resolve_auto(cfg, measure, previous, source):
+            log.info("%s", line)
+        self.prepare = BandNormalizer(cfg.data.mean, cfg.data.std, self.device)
 
     def _build_model(self) -> None:
         cfg = self.config
@@ -288,7 +315,8 @@ class Trainer:
         path = find_resume_checkpoint(self.folder)
         if path is None:
             return 0, -1.0
-        state = load_checkpoint(path)
+        cached, self._resume_state = self._resume_state, None
+        state = cached[1] if cached is not None and cached[0] == path else load_checkpoint(path)
         try:
             self.model.load_state_dict(state["model"])
             self.optimizer.load_state_dict(state["optimizer"])
@@ -395,10 +423,10 @@ class Trainer:
             The last epoch's metrics record (empty if there was nothing to do).
         """
         cfg, env = self.config, self.env
+        self._load_data()  # resolves auto data settings, so config.yaml holds the numbers
         if env.is_main:
             save_config(cfg, self.folder.path("config.yaml"))
             self.folder.publish("config.yaml")
-        self._load_data()
         self._build_model()
         start_epoch, best = self._resume()
         if cfg.run.engine == "horovod":

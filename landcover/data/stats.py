@@ -1,0 +1,351 @@
+"""Band statistics and class frequencies of tile pairs, measured exactly in bounded memory.
+
+:class:`DataStats` is the one accumulator behind ``landcover data stats`` and ``data.mean:
+auto``: it keeps a 256-bin histogram of every band's valid pixels and the pixel count of every
+class, all int64. Mean and standard deviation follow exactly from the histograms (sums of
+integers), so the result does not depend on the order in which tiles or windows were added,
+and histograms of several workers add up to the histogram of their union.
+
+The no-data rules are training's (:func:`landcover.data.raster.read_pair`): an image pixel is
+no-data when the file declares a nodata value and every band equals it; such pixels count in
+neither the band statistics nor the class counts. Label codes the mapping ignores count in no
+class (but their image pixels do count in the band statistics).
+
+:func:`measure_pairs` streams pairs from local disk, an NFS mount or blob storage window by
+window (remote files are downloaded to a temporary file one pair at a time), so no tile is ever
+held whole in memory; labels on another grid are brought onto the image grid window by window
+(:func:`landcover.data.align.label_on_image_grid`).
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import rasterio
+from rasterio.errors import RasterioError
+from rasterio.windows import Window
+
+from landcover import storage
+from landcover.classes import IGNORE_INDEX, ClassMapping
+from landcover.data.align import check_alignable, label_on_image_grid, read_error
+from landcover.data.pairs import TilePair
+from landcover.data.raster import TileArrays, check_codes, check_image, open_raster
+from landcover.errors import DataError
+
+WINDOW_PIXELS = 1 << 18
+"""Pixels per window read from a file (512 x 512: 1 MB of 4-band imagery)."""
+
+GDAL_CACHE_MB = 8
+"""GDAL's block cache while measuring: small, so memory stays bounded on any tile size."""
+
+
+@dataclass
+class DataStats:
+    """Exact pixel statistics of tile pairs: band histograms and class pixel counts.
+
+    Attributes:
+        band_hist: ``(bands, 256)`` int64 counts of each value of each band, over valid pixels.
+        class_counts: ``(num_classes,)`` int64 labelled pixels of each class.
+        tiles: Number of tiles added.
+    """
+
+    band_hist: np.ndarray
+    class_counts: np.ndarray
+    tiles: int = 0
+
+    @classmethod
+    def empty(cls, bands: int, num_classes: int) -> DataStats:
+        """An accumulator with nothing added yet.
+
+        Args:
+            bands: Number of image bands.
+            num_classes: Number of training classes.
+
+        Returns:
+            The empty accumulator.
+        """
+        return cls(np.zeros((bands, 256), dtype=np.int64), np.zeros(num_classes, dtype=np.int64), 0)
+
+    @property
+    def bands(self) -> int:
+        """Number of image bands."""
+        return self.band_hist.shape[0]
+
+    @property
+    def num_classes(self) -> int:
+        """Number of training classes."""
+        return self.class_counts.shape[0]
+
+    @property
+    def valid_pixels(self) -> int:
+        """Image pixels with data (the band statistics' sample size)."""
+        return int(self.band_hist[0].sum()) if self.bands else 0
+
+    @property
+    def labelled_pixels(self) -> int:
+        """Pixels of some class (ignored codes and image no-data excluded)."""
+        return int(self.class_counts.sum())
+
+    def add(self, image: np.ndarray, classes: np.ndarray, nodata: float | None) -> None:
+        """Adds pixels: an image array and its class indices on the same grid.
+
+        Works on any size: large arrays are processed in strips of about
+        :data:`WINDOW_PIXELS` pixels, so the temporaries stay small.
+
+        Args:
+            image: ``(H, W, C)`` uint8 imagery (channels last, as training holds it).
+            classes: ``(H, W)`` uint8 class indices; :data:`IGNORE_INDEX` counts in no class.
+            nodata: The image file's declared nodata value, or ``None``.
+        """
+        height, width = classes.shape
+        rows = max(1, WINDOW_PIXELS // max(width, 1))
+        for top in range(0, height, rows):
+            self._add_strip(image[top : top + rows], classes[top : top + rows], nodata)
+
+    def _add_strip(self, image: np.ndarray, classes: np.ndarray, nodata: float | None) -> None:
+        valid = None if nodata is None else ~np.all(image == nodata, axis=-1)
+        for band in range(self.bands):
+            values = image[..., band]
+            values = values.ravel() if valid is None else values[valid]
+            self.band_hist[band] += np.bincount(values, minlength=256)[:256]
+        if valid is not None:
+            classes = np.where(valid, classes, IGNORE_INDEX)
+        counts = np.bincount(classes.ravel(), minlength=256)
+        self.class_counts += counts[: self.num_classes]
+
+    def add_tile(self, tile: TileArrays) -> None:
+        """Adds a tile held in memory (its labels already mark image no-data as ignored).
+
+        Args:
+            tile: The tile.
+        """
+        self.add(tile.image, tile.label, tile.image_nodata)
+        self.tiles += 1
+
+    def to_vector(self) -> np.ndarray:
+        """Every count in one int64 vector (for an all-reduce across workers).
+
+        Returns:
+            ``[band_hist..., class_counts..., tiles]``.
+        """
+        return np.concatenate([self.band_hist.ravel(), self.class_counts, [self.tiles]])
+
+    @classmethod
+    def from_vector(cls, vector: np.ndarray, bands: int, num_classes: int) -> DataStats:
+        """Rebuilds an accumulator from :meth:`to_vector`'s layout.
+
+        Args:
+            vector: The int64 vector.
+            bands: Number of image bands.
+            num_classes: Number of training classes.
+
+        Returns:
+            The accumulator.
+        """
+        vector = np.asarray(vector, dtype=np.int64)
+        split = bands * 256
+        return cls(
+            vector[:split].reshape(bands, 256).copy(),
+            vector[split : split + num_classes].copy(),
+            int(vector[split + num_classes]),
+        )
+
+    def _mean_var(self, band: int) -> tuple[float, float]:
+        """Mean and population variance of a band's valid values (0..255), from exact sums."""
+        if self.valid_pixels == 0:
+            raise DataError("no valid image pixel to measure (every pixel is no-data)")
+        hist = [int(h) for h in self.band_hist[band]]  # Python ints: no overflow, no rounding
+        count = sum(hist)
+        total = sum(v * h for v, h in enumerate(hist))
+        squares = sum(v * v * h for v, h in enumerate(hist))
+        return total / count, (squares * count - total * total) / (count * count)
+
+    def mean(self) -> list[float]:
+        """Per-band mean of the valid pixels on the 0..1 scale (value / 255).
+
+        Returns:
+            One value per band.
+
+        Raises:
+            DataError: If no valid pixel was added.
+        """
+        return [self._mean_var(band)[0] / 255.0 for band in range(self.bands)]
+
+    def std(self) -> list[float]:
+        """Per-band population standard deviation of the valid pixels on the 0..1 scale.
+
+        Returns:
+            One value per band (``sqrt(E[x^2] - E[x]^2) / 255``; the numerator is exact).
+
+        Raises:
+            DataError: If no valid pixel was added.
+        """
+        return [math.sqrt(self._mean_var(band)[1]) / 255.0 for band in range(self.bands)]
+
+    def frequencies(self) -> list[float]:
+        """Each class's share of the labelled pixels (zeros when nothing is labelled).
+
+        Returns:
+            One value per class, summing to 1 (or all 0).
+        """
+        total = self.labelled_pixels
+        return [int(c) / total if total else 0.0 for c in self.class_counts]
+
+
+@dataclass
+class MeasuredPairs:
+    """What :func:`measure_pairs` measured.
+
+    Attributes:
+        stats: The accumulated statistics.
+        tiles: Names of the measured tiles, in order.
+        pixels: Image pixels read (valid or not).
+    """
+
+    stats: DataStats
+    tiles: list[str] = field(default_factory=list)
+    pixels: int = 0
+
+
+def stat_windows(width: int, height: int, block: tuple[int, int]) -> Iterator[Window]:
+    """Windows covering a raster, aligned to its blocks, of about :data:`WINDOW_PIXELS` each.
+
+    Strip-organised files (blocks as wide as the raster) are read in bands of whole strips;
+    tiled files in rectangles of whole blocks.
+
+    Args:
+        width: Raster width.
+        height: Raster height.
+        block: ``(block height, block width)`` of the file.
+
+    Yields:
+        The windows, row by row.
+    """
+    bh, bw = max(1, block[0]), max(1, min(block[1], width))
+    side = max(1, math.isqrt(WINDOW_PIXELS))
+    if bw >= width:
+        cols = width
+        rows = max(bh, (WINDOW_PIXELS // max(width, 1)) // bh * bh)
+    else:
+        cols = max(bw, side // bw * bw)
+        rows = max(bh, side // bh * bh)
+    for top in range(0, height, rows):
+        for left in range(0, width, cols):
+            yield Window(left, top, min(cols, width - left), min(rows, height - top))
+
+
+def _measure_open_pair(
+    img: rasterio.io.DatasetReader,
+    lab: rasterio.io.DatasetReader,
+    pair: TilePair,
+    mapping: ClassMapping,
+    stats: DataStats,
+) -> None:
+    """Adds one opened pair to ``stats``, window by window."""
+    table = mapping.lookup_table()
+    for window in stat_windows(img.width, img.height, img.block_shapes[0]):
+        try:
+            image = np.moveaxis(img.read(window=window), 0, -1)
+        except RasterioError as exc:
+            raise DataError(
+                f"{pair.image}: corrupt or truncated GeoTIFF ({read_error(exc)})"
+            ) from None
+        codes = label_on_image_grid(lab, img, window, label_name=pair.label, image_name=pair.image)
+        check_codes(codes, mapping, pair.label)
+        stats.add(image, table[codes], img.nodata)
+
+
+@contextmanager
+def _local_copy(url: str, folder: Path) -> Iterator[str]:
+    """A local path to read ``url`` from: itself when local, else a temporary download."""
+    if not storage.is_remote(url):
+        yield url
+        return
+    path = folder / storage.name(url)
+    try:
+        storage.download_file(url, path)
+        yield str(path)
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def _measure_pair(
+    image: str, label: str, pair: TilePair, mapping: ClassMapping, bands: int, stats: DataStats
+) -> int:
+    """Measures one pair read from local files (downloads of remote ones); returns its pixels."""
+    try:
+        with open_raster(image) as img, open_raster(label) as lab:
+            check_image(img, pair.image, bands)
+            check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
+            _measure_open_pair(img, lab, pair, mapping, stats)
+            stats.tiles += 1
+            return img.width * img.height
+    except DataError as exc:  # name the remote file, not its temporary download
+        raise DataError(str(exc).replace(image, pair.image).replace(label, pair.label)) from None
+
+
+def measure_pairs(
+    pairs: list[TilePair],
+    mapping: ClassMapping,
+    bands: int,
+    on_tile: Callable[[int, str], None] | None = None,
+) -> MeasuredPairs:
+    """Measures band statistics and class counts of tile pairs, in bounded memory.
+
+    Every file is read window by window (about :data:`WINDOW_PIXELS` pixels each, aligned to
+    its blocks) with a small GDAL block cache. Remote (blob) files are downloaded to a
+    temporary folder one pair at a time (the next pair downloads while this one is measured)
+    and deleted after.
+
+    Args:
+        pairs: The pairs.
+        mapping: The class mapping for the label codes; unknown codes are an error.
+        bands: Expected number of image bands.
+        on_tile: Called after each tile with its index and name (for progress).
+
+    Returns:
+        The statistics and what was measured.
+
+    Raises:
+        DataError: If a file is missing or unreadable, has the wrong band count or dtype, holds
+            label codes outside the mapping, or its label cannot be brought onto its grid.
+        StorageError: If downloading a remote file fails after bounded retries.
+    """
+    result = MeasuredPairs(DataStats.empty(bands, mapping.num_classes))
+    with (
+        tempfile.TemporaryDirectory(prefix="landcover-stats-") as tmp,
+        ThreadPoolExecutor(max_workers=1) as pool,
+        rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB),
+    ):
+        folder = Path(tmp)
+
+        def fetch(index: int) -> tuple[ExitStack, str, str]:
+            stack = ExitStack()
+            try:
+                sub = folder / str(index)
+                sub.mkdir()
+                image = stack.enter_context(_local_copy(pairs[index].image, sub))
+                label = stack.enter_context(_local_copy(pairs[index].label, sub))
+            except BaseException:
+                stack.close()
+                raise
+            return stack, image, label
+
+        pending: Future | None = pool.submit(fetch, 0) if pairs else None
+        for index, pair in enumerate(pairs):
+            assert pending is not None
+            stack, image, label = pending.result()
+            pending = pool.submit(fetch, index + 1) if index + 1 < len(pairs) else None
+            with stack:
+                result.pixels += _measure_pair(image, label, pair, mapping, bands, result.stats)
+            result.tiles.append(pair.name)
+            if on_tile is not None:
+                on_tile(index, pair.name)
+    return result

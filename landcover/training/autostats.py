@@ -1,0 +1,166 @@
+"""Resolving ``auto`` data settings when training starts: band statistics and class weights.
+
+``data.mean: auto`` / ``data.std: auto`` are measured from the training tiles the workers hold
+in memory: each worker accumulates exact histograms of its share
+(:class:`~landcover.data.stats.DataStats`), and one int64 all-reduce sums them, so every worker
+gets the same numbers. When there are more workers than tiles, several workers hold the same
+tile; only one of them counts it (:func:`~landcover.data.sharding.counts_once`).
+
+``optim.loss.class_weights: auto`` becomes median-frequency weights
+(:func:`~landcover.training.losses.median_frequency_weights`) of ``data.class_frequencies`` when
+the config gives them (say, from an included ``landcover data stats`` file), else of the class
+frequencies measured the same way.
+
+A resumed run takes every ``auto`` value from its checkpoint's config instead of measuring
+again, so it keeps normalising as before. Explicit numbers are always used as given. The
+resolved numbers replace ``auto`` in the config, which the run folder's ``config.yaml`` and
+every checkpoint hold, so ``predict`` and ``evaluate`` use exactly what training used.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+
+from landcover.config import AUTO, Config
+from landcover.data.raster import TileArrays
+from landcover.data.sharding import counts_once
+from landcover.data.stats import DataStats
+from landcover.distributed import all_reduce_sum
+from landcover.training.losses import CLASS_WEIGHT_RANGE, median_frequency_weights
+
+
+def needs_resolving(config: Config) -> bool:
+    """Whether any ``auto`` value is left in the config.
+
+    Args:
+        config: The run configuration.
+
+    Returns:
+        True when ``data.mean``, ``data.std`` or ``optim.loss.class_weights`` is ``auto``.
+    """
+    return config.data.stats_auto or config.optim.loss.class_weights == AUTO
+
+
+def measure_shares(
+    tiles: list[TileArrays],
+    rank: int,
+    world_size: int,
+    n_tiles: int,
+    config: Config,
+    device: torch.device,
+) -> DataStats:
+    """Statistics of all training tiles, from every worker's share (a collective call).
+
+    Args:
+        tiles: This worker's training tiles.
+        rank: This worker's rank.
+        world_size: Number of workers.
+        n_tiles: Number of training tiles in the whole job.
+        config: The run configuration (bands and classes).
+        device: Device of the collective backend (CUDA for NCCL, else CPU).
+
+    Returns:
+        The statistics of every training tile, each counted once; the same on every worker.
+    """
+    bands, num_classes = len(config.data.bands), config.data.classes.num_classes
+    local = DataStats.empty(bands, num_classes)
+    if counts_once(rank, world_size, n_tiles):
+        for tile in tiles:
+            local.add_tile(tile)
+    vector = torch.from_numpy(local.to_vector()).to(device)
+    all_reduce_sum(vector)
+    return DataStats.from_vector(vector.cpu().numpy(), bands, num_classes)
+
+
+def _numbers(values: list[float]) -> str:
+    return "[" + ", ".join(f"{v:.6f}" for v in values) + "]"
+
+
+def _named(names: list[str], values: list[float]) -> str:
+    return ", ".join(f"{n} {v:.4f}" for n, v in zip(names, values, strict=True))
+
+
+def _take_previous(config: Config, previous: Config) -> None:
+    """Fills ``auto`` values (and missing class frequencies) from a checkpoint's config."""
+    data, loss = config.data, config.optim.loss
+    if data.mean == AUTO and previous.data.mean != AUTO:
+        data.mean = list(previous.data.mean)
+    if data.std == AUTO and previous.data.std != AUTO:
+        data.std = list(previous.data.std)
+    if data.class_frequencies is None and previous.data.class_frequencies is not None:
+        data.class_frequencies = dict(previous.data.class_frequencies)
+    previous_weights = previous.optim.loss.class_weights
+    if loss.class_weights == AUTO and isinstance(previous_weights, list):
+        loss.class_weights = list(previous_weights)
+
+
+def resolve_auto(
+    config: Config,
+    measure: Callable[[], DataStats],
+    previous: Config | None = None,
+    previous_source: str = "checkpoint",
+) -> list[str]:
+    """Replaces every ``auto`` value of the config by numbers, in place.
+
+    ``measure`` is called at most once, and only when something is left to measure; in a
+    multi-worker job it is a collective call, and every worker makes the same decision
+    because every worker has the same config and checkpoint.
+
+    Args:
+        config: The run configuration (changed in place).
+        measure: Returns the statistics of the training tiles.
+        previous: The resumed checkpoint's configuration, if the run resumes.
+        previous_source: Where ``previous`` came from, for the log.
+
+    Returns:
+        Log lines saying what was resolved and how.
+    """
+    data, loss = config.data, config.optim.loss
+    lines: list[str] = []
+    bands_auto, weights_auto = data.stats_auto, loss.class_weights == AUTO
+    if previous is not None:
+        _take_previous(config, previous)
+    measured = None
+    if data.stats_auto or (loss.class_weights == AUTO and data.class_frequencies is None):
+        measured = measure()
+        if data.mean == AUTO:
+            data.mean = measured.mean()
+        if data.std == AUTO:
+            data.std = measured.std()
+        if data.class_frequencies is None:
+            data.class_frequencies = dict(
+                zip(data.classes.names, measured.frequencies(), strict=True)
+            )
+    bands = f"mean {_numbers(data.mean)} std {_numbers(data.std)}"
+    if measured is not None and bands_auto:
+        lines.append(
+            f"band statistics measured on {measured.tiles} training tiles "
+            f"({measured.valid_pixels} valid px): {bands}"
+        )
+    elif bands_auto:
+        lines.append(f"band statistics from {previous_source}: {bands}")
+    else:
+        lines.append(f"band statistics as configured: {bands}")
+    if measured is not None:
+        lines.append(
+            f"class frequencies of the training tiles ({measured.labelled_pixels} labelled px): "
+            + _named(data.classes.names, measured.frequencies())
+        )
+    if loss.class_weights == AUTO:
+        given = data.class_frequencies or {}
+        # w = median(f) / f is scale-free: the frequencies need not sum to 1
+        frequencies = [given.get(name, 0.0) for name in data.classes.names]
+        loss.class_weights = median_frequency_weights(frequencies)
+        low, high = CLASS_WEIGHT_RANGE
+        lines.append(
+            f"class weights (median-frequency balancing, clipped to [{low:g}, {high:g}]): "
+            + _named(data.classes.names, loss.class_weights)
+        )
+    elif weights_auto:
+        lines.append(
+            f"class weights from {previous_source}: "
+            + _named(data.classes.names, loss.class_weights)
+        )
+    return lines
