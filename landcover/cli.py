@@ -20,6 +20,18 @@ data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
 
+# options of the parallel layer, shared by train and predict
+Nnodes = Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")]
+NodeRank = Annotated[
+    int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
+]
+WorkersPerNode = Annotated[int | None, typer.Option(help="Workers on each node.")]
+RdzvEndpoint = Annotated[
+    str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
+]
+RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
+
+
 @app.command()
 def train(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
@@ -56,17 +68,11 @@ def train(
     max_restarts: Annotated[
         int | None, typer.Option(help="Elastic restarts after a worker failure.")
     ] = None,
-    nnodes: Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")] = None,
-    node_rank: Annotated[
-        int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
-    ] = None,
-    workers_per_node: Annotated[int | None, typer.Option(help="Workers on each node.")] = None,
-    rdzv_endpoint: Annotated[
-        str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
-    ] = None,
-    rdzv_id: Annotated[
-        str | None, typer.Option(help="Rendezvous id (default: from --out).")
-    ] = None,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    workers_per_node: WorkersPerNode = None,
+    rdzv_endpoint: RdzvEndpoint = None,
+    rdzv_id: RdzvId = None,
     grad_compression: Annotated[
         str | None, typer.Option(help="Gradient all-reduce: none, fp16 or powersgd.")
     ] = None,
@@ -113,7 +119,13 @@ def train(
 
 @app.command()
 def predict(
-    tiles: Annotated[list[str], typer.Argument(help="Image files or globs (quote globs).")],
+    tiles: Annotated[
+        list[str],
+        typer.Argument(
+            help="Images: files, globs (quoted), folders, list files (@list.txt or .txt) or "
+            "manifest CSVs (an image column); paths or blob URLs."
+        ),
+    ],
     checkpoint: Annotated[
         str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
     ],
@@ -130,21 +142,52 @@ def predict(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Processes; tiles are spread across them.")
+        int, typer.Option(min=1, help="Worker processes in the job (one per GPU on CUDA).")
     ] = 1,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     prob_dtype: Annotated[
         str, typer.Option(help="uint8 (probability x 255) or float32.")
     ] = "uint8",
     preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+    overwrite: Annotated[
+        bool, typer.Option(help="Predict every tile again, even those whose maps are complete.")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option(help="Stop at the first tile that fails (default: go on).")
+    ] = False,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    workers_per_node: WorkersPerNode = None,
+    rdzv_endpoint: RdzvEndpoint = None,
+    rdzv_id: RdzvId = None,
+    local_addr: Annotated[
+        str | None, typer.Option(help="This node's address as the other nodes reach it.")
+    ] = None,
 ) -> None:
-    """Write georeferenced class maps (COG), probability maps and previews of whole tiles."""
-    from landcover.inference.predict import PredictOptions, run_predict
+    """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
+
+    Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
+    """
+    from landcover.config import run_settings
+    from landcover.inference.job import JobOptions, run_predict_job
+    from landcover.inference.predict import PredictOptions
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
+    launch = run_settings(
+        "predict",
+        workers=workers,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        workers_per_node=workers_per_node,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        local_addr=local_addr,
+        device=device,
+    )
     options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)
-    run_predict(tiles, checkpoint, options, device, workers)
+    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
+    run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 
 @app.command()
