@@ -358,7 +358,12 @@ def cluster_plan(
 @cluster_app.command("azureml")
 def cluster_azureml(
     workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
-    epochs: Annotated[int, typer.Option(min=1, help="Total epochs to train to.")],
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="Total epochs to train to (--job train).")
+    ] = None,
+    job: Annotated[
+        str, typer.Option(help="train (landcover train) or predict (landcover predict).")
+    ] = "train",
     engine: Annotated[str, typer.Option(help="torch (DDP) or horovod.")] = "torch",
     cluster: Annotated[
         Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
@@ -368,23 +373,42 @@ def cluster_azureml(
         str | None,
         typer.Option(help="Training data: azureml://, https://, az:// or a local folder."),
     ] = None,
+    tiles: Annotated[
+        str | None,
+        typer.Option(help="--job predict: a folder of tiles, or a .txt list / .csv manifest."),
+    ] = None,
+    checkpoint: Annotated[
+        str | None, typer.Option(help="--job predict: the checkpoint (URI or local file).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for the YAML files.")] = Path("azureml"),
     input_mode: Annotated[str, typer.Option(help="ro_mount or download.")] = "ro_mount",
     run_path: Annotated[
         str | None,
-        typer.Option(help="Run folder URI (azureml://...); rerunning there resumes."),
+        typer.Option(
+            help="Output folder URI (azureml://...): the run (train) or the maps (predict); "
+            "rerunning there resumes."
+        ),
     ] = None,
 ) -> None:
     """Write compute.yml, environment.yml and job.yml for `az ml` (Azure ML CLI v2)."""
-    from landcover.cluster.azureml import write_azureml
+    from landcover.cluster.azureml import PredictJob, write_azureml
     from landcover.cluster.plan import make_plan
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
 
+    if job not in ("train", "predict"):
+        raise typer.BadParameter("must be train or predict", param_hint="--job")
     if engine not in ("torch", "horovod"):
         raise typer.BadParameter("must be torch or horovod", param_hint="--engine")
     if input_mode not in ("ro_mount", "download"):
         raise typer.BadParameter("must be ro_mount or download", param_hint="--input-mode")
+    if job == "train" and epochs is None:
+        raise typer.BadParameter("is needed for a training job", param_hint="--epochs")
+    predict = None
+    if job == "predict":
+        if tiles is None or checkpoint is None:
+            raise typer.BadParameter("--job predict needs --tiles and --checkpoint")
+        predict = PredictJob(tiles, checkpoint)
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)
@@ -399,11 +423,13 @@ def cluster_azureml(
         input_mode=input_mode,  # type: ignore[arg-type]
         run_path=run_path,
         cluster_file=cluster,
+        predict=predict,
     )
+    what = f"{engine} engine" if predict is None else "predict job"
     typer.echo(
         f"wrote {files.compute}, {files.environment} (build context {files.build_context}) "
         f"and {files.job}: {plan.nodes} x {spec.vm_size}, "
-        f"{plan.processes_per_node} processes per node, {engine} engine"
+        f"{plan.processes_per_node} processes per node, {what}"
     )
     for note in files.notes:
         typer.echo(f"note: {note}")

@@ -7,7 +7,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -15,14 +18,19 @@ import pystac
 import pytest
 import rasterio
 from affine import Affine
+from azurite import apply_env, free_port
+from netns import two_hosts
 from pystac.validation import JsonSchemaSTACValidator, set_validator
 from rasterio.windows import from_bounds
 from rio_cogeo.cogeo import cog_validate
 
+from landcover import storage
 from landcover.classes import resolve_mapping
 from landcover.data.synthetic import synthesize_scene
+from landcover.errors import DataError
+from landcover.inference.tiles import measure_tiles, resolve_tiles
 
-from conftest import assert_one_line_error, run_cli, start_cli
+from conftest import REPO, assert_one_line_error, run_cli, start_cli
 
 NAMES = resolve_mapping("chesapeake7").names
 
@@ -552,3 +560,171 @@ def test_list_file_with_missing_and_wrong_band_tiles(
 def test_several_nodes_need_a_rendezvous_endpoint(tmp_path: Path) -> None:
     result = predict(str(tmp_path), "--checkpoint", str(tmp_path / "x.pt"), "--nnodes", "2")
     assert_one_line_error(result, "--rdzv-endpoint")
+
+
+# --- inputs ------------------------------------------------------------------------------------
+
+
+def test_inputs_from_folders_globs_lists_and_manifests(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    (data / "sub").mkdir(parents=True)
+    for name, size in (("a_naip", 40), ("b_naip", 48), ("sub/c_naip", 32), ("b_lc", 48)):
+        write_image(data / f"{name}.tif", size, size, "EPSG:26918", 1.0, (400000, 4300000), 0)
+    for ours in ("a_naip_class.tif", "a_naip_prob.tif", ".a_naip_class.tif.x1.tmp"):
+        shutil.copy(data / "a_naip.tif", data / ours)
+    a, b, c = str(data / "a_naip.tif"), str(data / "b_naip.tif"), str(data / "sub" / "c_naip.tif")
+    # a folder: its images (the checkpoint's suffix) and below, not labels nor our maps
+    assert resolve_tiles([str(data)]) == [a, b, c]
+    other = tmp_path / "other"
+    other.mkdir()
+    for name in ("x.tif", "y.TIFF", "y_class.tif", "notes.txt"):
+        shutil.copy(data / "a_naip.tif", other / name)
+    # no file name with the suffix: every GeoTIFF but our maps
+    assert resolve_tiles([str(other)]) == [str(other / "x.tif"), str(other / "y.TIFF")]
+    # a glob: what it matches, but not our maps
+    assert resolve_tiles([str(data / "*.tif")]) == [a, str(data / "b_lc.tif"), b]
+    # list files (relative to their folder, comments and blank lines skipped) and manifests
+    listing = tmp_path / "tiles.txt"
+    listing.write_text(f"# region\ndata/sub/c_naip.tif\n\n{a}\n")
+    assert resolve_tiles([f"@{listing}"]) == resolve_tiles([str(listing)]) == [c, a]
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text("image,label\ndata/b_naip.tif,data/b_lc.tif\n")
+    assert resolve_tiles([str(manifest), a, b, str(data / "sub" / ".." / "b_naip.tif")]) == [b, a]
+    with pytest.raises(DataError, match=r"would both write a_naip_class\.tif"):
+        shutil.copy(data / "a_naip.tif", other / "a_naip.tif")
+        resolve_tiles([a, str(other / "x.tif"), str(other / "a_naip.tif")])
+    with pytest.raises(DataError, match="list file not found"):
+        resolve_tiles([f"@{tmp_path / 'none.txt'}"])
+    with pytest.raises(DataError, match="needs an image column"):
+        (tmp_path / "bad.csv").write_text("path\nx.tif\n")
+        resolve_tiles([str(tmp_path / "bad.csv")])
+    with pytest.raises(DataError, match="no files match"):
+        resolve_tiles([str(tmp_path / "*.jp2")])
+    # measured: largest first; those that cannot be predicted last, with their error
+    with rasterio.open(b) as ds:
+        profile = ds.profile | {"count": 3}
+        rgb = ds.read([1, 2, 3])
+    with rasterio.open(tmp_path / "rgb.tif", "w", **profile) as ds:
+        ds.write(rgb)
+    entries = measure_tiles([a, c, str(tmp_path / "rgb.tif"), b, str(tmp_path / "no.tif")], 4)
+    assert [(Path(e.path).name, e.cost) for e in entries[:3]] == [
+        ("b_naip.tif", 48 * 48), ("a_naip.tif", 40 * 40), ("c_naip.tif", 32 * 32)
+    ]  # fmt: skip
+    errors = {Path(e.path).name: e.error for e in entries[3:]}
+    assert "rgb.tif: has 3 bands, the checkpoint expects 4" in errors["rgb.tif"]
+    assert "no.tif: file not found" in errors["no.tif"]
+
+
+@pytest.mark.slow
+def test_tiles_and_maps_on_blob_storage(
+    azurite, region: Path, checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    env = azurite.env("connection_string")
+    container = azurite.create_container()
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    names = ("a7", "b2", "c1")
+    for name in names:
+        shutil.copy(region / f"{name}_naip.tif", tiles)
+    assert run_cli("data", "upload", str(tiles), f"az://{container}/tiles", env=env).returncode == 0
+    maps = f"az://{container}/maps"
+    args = [f"az://{container}/tiles", "--checkpoint", str(checkpoint), "--out", maps]
+    first = predict(*args, env=env)
+    assert first.returncode == 0, first.stderr
+    local = tmp_path / "maps"
+    assert run_cli("data", "download", maps, str(local), env=env).returncode == 0
+    assert tiles_by_status(local) == {"done": {f"{n}_naip.tif" for n in names}}
+    for name in names:
+        for kind in ("class", "prob"):
+            assert cog_validate(str(local / f"{name}_naip_{kind}.tif"))[0]
+        with (
+            rasterio.open(local / f"{name}_naip_class.tif") as out,
+            rasterio.open(region / f"{name}_naip.tif") as src,
+        ):
+            assert (out.crs, out.transform, out.shape) == (src.crs, src.transform, src.shape)
+        assert (local / f"{name}_naip_preview.png").is_file()
+    assert (local / "stac_items.json").is_file() and list(local.glob("mosaic_class*.vrt"))
+    # the rerun checks the maps on blob storage (headers and one block) and skips them all
+    second = predict(*args, env=env)
+    assert second.returncode == 0, second.stderr
+    copy = tmp_path / "second"
+    assert run_cli("data", "download", maps, str(copy), env=env).returncode == 0
+    assert tiles_by_status(copy) == {"skipped": {f"{n}_naip.tif" for n in names}}
+
+    apply_env(monkeypatch, env)
+    storage.write_bytes(f"az://{container}/jobs/list.txt", b"../tiles/a7_naip.tif\n")
+    listed = resolve_tiles([f"@az://{container}/jobs/list.txt"])
+    assert [storage.name(t) for t in listed] == ["a7_naip.tif"]
+    assert storage.is_file(listed[0])
+    globbed = resolve_tiles([f"az://{container}/tiles/*_naip.tif"])
+    assert [storage.name(t) for t in globbed] == [f"{n}_naip.tif" for n in names]
+    sizes = {storage.name(e.path): e.cost for e in measure_tiles(globbed, 4)}
+    assert sizes == {f"{n}_naip.tif": (tiles / f"{n}_naip.tif").stat().st_size for n in names}
+
+
+# --- several nodes -----------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_two_nodes_predict_one_job(region: Path, checkpoint: Path, tmp_path: Path) -> None:
+    """Two agents as two nodes, in two network namespaces where the machine allows it (plain
+    loopback otherwise), share one job's tiles: each tile is predicted once."""
+    out = tmp_path / "maps"
+    port = free_port()
+    with two_hosts() as hosts:
+        if hosts is None:
+            warnings.warn("no network namespaces here: the two nodes share loopback", stacklevel=1)
+        args = [
+            "predict", str(region), "--checkpoint", str(checkpoint), "--out", str(out),
+            "--no-preview", "--workers", "2", "--nnodes", "2", "--workers-per-node", "1",
+            "--rdzv-endpoint", f"{hosts[0].address if hosts else '127.0.0.1'}:{port}",
+        ]  # fmt: skip
+        nodes = []
+        for rank in (0, 1):
+            extra, prefix, env = ["--node-rank", str(rank)], None, None
+            if hosts:
+                host = hosts[rank]
+                extra += ["--local-addr", host.address]
+                prefix = host.command()
+                env = {"GLOO_SOCKET_IFNAME": host.interface}
+            nodes.append(start_cli(*args, *extra, prefix=prefix, env=env))
+        outputs = [p.communicate(timeout=500) for p in nodes]
+    for proc, (_, err) in zip(nodes, outputs, strict=True):
+        assert proc.returncode == 0, err
+    assert all("starting 1 workers on this node of 2" in err for _, err in outputs)
+    tiles = summary(out)["tiles"]
+    assert sorted(Path(t["tile"]).name for t in tiles) == sorted(
+        f"{n}_naip.tif" for n, *_ in REGION
+    )
+    assert {t["status"] for t in tiles} == {"done"}
+    predicted = {}
+    for rank in (0, 1):
+        log = (out / "logs" / f"rank{rank}.log").read_text()
+        predicted[rank] = {
+            Path(line.split(" -> ")[0].split()[-1]).name
+            for line in log.splitlines()
+            if " -> " in line
+        }
+        assert predicted[rank] == {Path(t["tile"]).name for t in tiles if t["rank"] == rank}
+    assert predicted[0] and predicted[1] and not predicted[0] & predicted[1]
+
+
+@pytest.mark.slow
+def test_each_process_of_an_external_torchrun_is_one_worker(
+    region: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "maps"
+    result = subprocess.run(
+        [
+            sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+            "-m", "landcover", "predict", str(region / "a*_naip.tif"), "--checkpoint",
+            str(checkpoint), "--out", str(out), "--no-preview",
+        ],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "starting" not in result.stderr  # no launcher of its own
+    tiles = summary(out)["tiles"]
+    assert sorted(Path(t["tile"]).name for t in tiles) == [f"a{i}_naip.tif" for i in range(1, 8)]
+    assert {t["status"] for t in tiles} == {"done"} and {t["rank"] for t in tiles} == {0, 1}

@@ -23,6 +23,7 @@ import csv
 import glob as globlib
 import io
 import os
+import posixpath
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -30,6 +31,7 @@ from landcover import storage
 from landcover.data.pairs import resolve_entry
 from landcover.data.raster import open_raster
 from landcover.errors import DataError, LandcoverError
+from landcover.storage.urls import protocol
 
 IMAGE_SUFFIXES = (".tif", ".tiff")
 OUTPUT_SUFFIXES = ("_class.tif", "_prob.tif")
@@ -153,7 +155,7 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
             tiles += _from_folder(arg, image_suffix)
         else:
             tiles.append(arg)
-    tiles = list(dict.fromkeys(tiles))
+    tiles = list(dict.fromkeys(_normalised(t) for t in tiles))
     seen: dict[str, str] = {}
     for tile in tiles:
         stem = output_stem(tile)
@@ -164,6 +166,14 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
             )
         seen[stem] = tile
     return tiles
+
+
+def _normalised(path: str) -> str:
+    """A path or URL without ``.`` and ``..`` segments (blob storage does not resolve them)."""
+    if protocol(path) is None:
+        return os.path.normpath(path)
+    head, rest = path.split("://", 1)
+    return f"{head}://{posixpath.normpath(rest)}" if rest else path
 
 
 def _is_folder(path: str) -> bool:
