@@ -163,6 +163,10 @@ def predict(
     local_addr: Annotated[
         str | None, typer.Option(help="This node's address as the other nodes reach it.")
     ] = None,
+    max_restarts: Annotated[
+        int | None,
+        typer.Option(help="Restarts after a worker fails; restarted workers skip done tiles."),
+    ] = None,
 ) -> None:
     """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
 
@@ -183,6 +187,7 @@ def predict(
         rdzv_endpoint=rdzv_endpoint,
         rdzv_id=rdzv_id,
         local_addr=local_addr,
+        max_restarts=max_restarts,
         device=device,
     )
     options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)

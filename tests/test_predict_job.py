@@ -30,7 +30,7 @@ from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 from landcover.inference.tiles import measure_tiles, resolve_tiles
 
-from conftest import REPO, assert_one_line_error, run_cli, start_cli
+from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log
 
 NAMES = resolve_mapping("chesapeake7").names
 
@@ -473,6 +473,29 @@ def test_killed_job_resumes_with_the_remaining_tiles(
     for n, *_ in REGION:
         for kind in ("class", "prob"):
             assert cog_validate(str(out / f"{n}_naip_{kind}.tif"))[0]
+
+
+@pytest.mark.slow
+def test_a_killed_worker_is_restarted_and_skips_the_done_tiles(
+    region: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "maps"
+    proc = start_cli(
+        "predict", str(region), "--checkpoint", str(checkpoint), "--out", str(out),
+        "--workers", "2", "--max-restarts", "1", "--no-preview",
+    )  # fmt: skip
+    pid = int(wait_for_log(out / "logs" / "rank1.log", r"rank 1/2: pid (\d+)", proc).group(1))
+    wait_for_log(out / "logs" / "rank1.log", r" -> .*_class\.tif", proc, poll=0.05)
+    done_before = {p.name.replace("_stats.json", ".tif") for p in out.glob("*_stats.json")}
+    os.kill(pid, signal.SIGKILL)
+    _, err = proc.communicate(timeout=600)
+    assert proc.returncode == 0, err
+    assert f"worker local rank 1 (pid {pid}) was killed by signal SIGKILL" in err
+    statuses = tiles_by_status(out)
+    assert set().union(*statuses.values()) == {f"{n}_naip.tif" for n, *_ in REGION}
+    assert done_before <= statuses["skipped"]  # the restarted group did not redo them
+    assert set(statuses) <= {"done", "skipped"}
+    assert "restarting the worker group (restart 1 of 1)" in err
 
 
 # --- failures ----------------------------------------------------------------------------------

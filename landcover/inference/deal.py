@@ -131,15 +131,3 @@ class TileBoard:
             pixels_done=self._add("pixels_done", 0),
             stopped=self._add("stop", 0) > 0,
         )
-
-
-def job_store() -> Any:
-    """The c10d store of the joined process group (the rendezvous store of the job).
-
-    Returns:
-        The store: under torchrun's elastic agent, the agent's store (with the restart
-        attempt's prefix); otherwise the one rank 0 hosts at ``MASTER_ADDR:MASTER_PORT``.
-    """
-    from torch.distributed.distributed_c10d import _get_default_store
-
-    return _get_default_store()

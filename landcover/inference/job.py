@@ -42,17 +42,11 @@ import torch
 
 from landcover import storage
 from landcover.config import RunConfig
-from landcover.distributed import (
-    DistEnv,
-    all_gather_object,
-    barrier,
-    destroy_process_group,
-    env_from_environ,
-    init_process_group,
-)
+from landcover.distributed import DistEnv
 from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
-from landcover.inference.deal import TileBoard, job_store
+from landcover.inference import jobcomm
+from landcover.inference.deal import TileBoard
 from landcover.inference.jobprogress import JobProgress
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.mosaic import write_mosaics
@@ -222,7 +216,7 @@ def run_predict_job(
         LandcoverError: On a bad checkpoint or inputs, a failed worker, or failed tiles.
     """
     spec = JobSpec(inputs, checkpoint, options, job, device)
-    if env_from_environ() is not None:  # one worker of an external launcher
+    if jobcomm.started_by_a_launcher():  # one worker of an external launcher
         outcome = job_worker(spec)
         outcome.raise_if_failed(job.fail_fast)
         return outcome
@@ -232,8 +226,6 @@ def run_predict_job(
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
         outcome = job_worker(spec)
     else:
-        from landcover.launch import launch_workers
-
         nproc = launch.nproc_per_node if launch.nnodes > 1 else min(launch.workers, runnable)
         out_id = hashlib.sha256(str(options.out).encode()).hexdigest()[:12]
         log.info(
@@ -242,34 +234,13 @@ def run_predict_job(
             f" on this node of {launch.nnodes}" if launch.nnodes > 1 else "",
             len(spec.entries),
         )
-        results = launch_workers(
-            job_worker,
-            (spec,),
-            nproc=nproc,
-            nnodes=launch.nnodes,
-            rdzv_endpoint=launch.rdzv_endpoint or "localhost:0",
-            run_id=launch.rdzv_id or f"landcover-predict-{out_id}",
-            is_rdzv_host=None if launch.node_rank is None else launch.node_rank == 0,
-            rdzv_timeout_s=launch.rdzv_timeout_s,
-            local_addr=launch.local_addr,
-        )
+        results = jobcomm.launch(job_worker, spec, launch, nproc, f"landcover-predict-{out_id}")
         outcome = next(iter(results.values()))
     outcome.raise_if_failed(job.fail_fast)
     return outcome
 
 
 # --- a worker -------------------------------------------------------------------------------
-
-
-def _broadcast(obj: Any, env: DistEnv) -> Any:
-    """Rank 0's object, on every rank."""
-    if not env.distributed:
-        return obj
-    import torch.distributed as dist
-
-    box = [obj]
-    dist.broadcast_object_list(box, src=0)
-    return box[0]
 
 
 def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
@@ -280,7 +251,7 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
             found = (spec.entries or measured_tiles(spec.inputs, spec.checkpoint), None)
         except LandcoverError as exc:
             found = (None, str(exc))
-    entries, error = _broadcast(found, env)
+    entries, error = jobcomm.broadcast(found, env)
     if error is not None:
         raise DataError(error)
     return entries
@@ -505,18 +476,19 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     Raises:
         LandcoverError: If the checkpoint or the inputs are unusable (every rank raises).
     """
-    env = env_from_environ() or DistEnv()
+    env = jobcomm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)
     if env.distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
-    init_process_group(env, "gloo", spec.job.timeout_s)
+    jobcomm.join(env, spec.job.timeout_s)
     try:
         started = time.perf_counter()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         entries = _shared_entries(spec, env)
         im = load_inference_model(spec.checkpoint, spec.device, env.local_rank)
         fingerprint = make_fingerprint(im, spec.options)
+        log.info("rank %d/%d: pid %d on %s", env.rank, env.world_size, os.getpid(), im.device)
         options = replace(spec.options, tags={**spec.options.tags, **fingerprint.tags()})
         if env.is_main:
             log.info(
@@ -531,18 +503,18 @@ def job_worker(spec: JobSpec) -> JobOutcome:
             for index, entry in enumerate(entries):
                 if entry.error is not None:
                     log.error("tile %d of %d failed: %s", index + 1, len(entries), entry.error)
-        barrier()
+        jobcomm.wait_for_all()
         order = [i for i, e in enumerate(entries) if e.error is None]
         ctx = _Context(im, options, fingerprint, spec.job, env.rank, len(entries))
-        board = TileBoard(len(order), job_store() if env.distributed else None)
+        board = TileBoard(len(order), jobcomm.JobStore() if env.distributed else None)
         if spec.job.fail_fast and len(order) < len(entries):
             board.stop()  # a tile failed its check: nothing starts
         total_cost = sum(entries[i].cost for i in order)
         with JobProgress(board, total_cost, options.log_every_s, env.is_main):
             mine = _work(board, entries, order, ctx)
-            gathered = all_gather_object(mine)  # the last line counts every worker's tiles
+            gathered = jobcomm.gather(mine, env)  # the last line counts every worker's tiles
         outcome = None
-        if env.is_main:
+        if gathered is not None:  # rank 0
             records = _all_records(gathered, entries)
             job = {
                 "checkpoint": spec.checkpoint,
@@ -557,6 +529,6 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 "out": out,
             }
             outcome = _finish(records, ctx, job)
-        return _broadcast(outcome, env)
+        return jobcomm.broadcast(outcome, env)
     finally:
-        destroy_process_group()
+        jobcomm.leave()
