@@ -33,9 +33,10 @@ from landcover.inference.tiles import measure_tiles, resolve_tiles
 from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log
 
 NAMES = resolve_mapping("chesapeake7").names
+US_SURVEY_FOOT = 1200 / 3937  # metres, by definition
 
 # (name, crs, pixel size, height, width, upper-left corner): 12 tiles of different sizes in
-# four CRSs; one CRS mixes 1 m and 0.5 m pixels, one is geographic (pixels in degrees).
+# five CRSs; one CRS mixes 1 m and 0.5 m pixels, one is in feet, one geographic (degrees).
 REGION = [
     ("a1", "EPSG:26918", 1.0, 176, 160, (400000, 4300000)),
     ("a2", "EPSG:26918", 1.0, 96, 144, (400200, 4300000)),
@@ -45,7 +46,7 @@ REGION = [
     ("a6", "EPSG:26918", 1.0, 112, 176, (400400, 4299700)),
     ("a7", "EPSG:26918", 1.0, 64, 96, (400700, 4299900)),
     ("b1", "EPSG:26917", 1.0, 144, 96, (700000, 4300000)),
-    ("b2", "EPSG:26917", 1.0, 96, 80, (700300, 4300000)),
+    ("f1", "EPSG:2248", 3.0, 96, 80, (1300000, 500000)),  # Maryland, US survey feet
     ("c1", "EPSG:32618", 1.0, 96, 96, (401000, 4300000)),
     ("c2", "EPSG:32618", 0.5, 128, 112, (401200, 4300000)),
     ("d1", "EPSG:4326", 1e-5, 80, 96, (-76.5, 38.8)),
@@ -186,7 +187,8 @@ def test_hectares_are_pixel_counts_times_pixel_area(runs: dict) -> None:
             assert tile["class_hectares"] is None
             assert rows[name]["water_ha"] == ""
             continue
-        expected = counts * abs(transform.a * transform.e) / 10_000
+        metres = US_SURVEY_FOOT if crs.to_epsg() == 2248 else 1.0  # EPSG:2248 is in feet
+        expected = counts * abs(transform.a * transform.e) * metres**2 / 10_000
         np.testing.assert_allclose(tile["class_hectares"], expected)
         np.testing.assert_allclose(
             [float(rows[name][f"{c}_ha"]) for c in NAMES], expected, atol=1e-4
@@ -211,7 +213,8 @@ def test_vrt_pixels_equal_the_tile_maps(runs: dict) -> None:
     out = runs[2][0]
     groups = {
         "epsg26918": ["a1", "a2", "a3", "a4", "a5", "a6", "a7"],
-        "epsg26917": ["b1", "b2"],
+        "epsg26917": ["b1"],
+        "epsg2248": ["f1"],
         "epsg32618": ["c1", "c2"],
         "epsg4326": ["d1"],
     }
@@ -506,7 +509,7 @@ def with_corrupt_tile(region: Path, tmp_path: Path) -> Path:
     """Three good tiles and, largest of all, a tile whose data stop half way."""
     tiles = tmp_path / "tiles"
     tiles.mkdir()
-    for name in ("a2", "a7", "b2"):
+    for name in ("a2", "a7", "b1"):
         shutil.copy(region / f"{name}_naip.tif", tiles)
     bad = write_image(tiles / "bad_naip.tif", 256, 256, "EPSG:26918", 1.0, (402000, 4300000), 99)
     bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])
@@ -532,7 +535,7 @@ def test_a_corrupt_tile_fails_alone(with_corrupt_tile: Path, checkpoint: Path, t
     }
     assert rows["bad_naip.tif"]["status"] == "failed"
     assert "bad_naip.tif: not a readable GeoTIFF" in rows["bad_naip.tif"]["error"]
-    for name in ("a2", "a7", "b2"):
+    for name in ("a2", "a7", "b1"):
         assert rows[f"{name}_naip.tif"]["status"] == "done"
         assert cog_validate(str(out / f"{name}_naip_class.tif"))[0]
     assert not (out / "bad_naip_class.tif").exists()
@@ -551,7 +554,7 @@ def test_fail_fast_stops_at_the_first_failure(
     assert_one_line_error(result, "--fail-fast", "3 of 4 tiles not run", "bad_naip.tif")
     assert tiles_by_status(out) == {
         "failed": {"bad_naip.tif"},  # the largest tile: claimed first
-        "not_run": {"a2_naip.tif", "a7_naip.tif", "b2_naip.tif"},
+        "not_run": {"a2_naip.tif", "a7_naip.tif", "b1_naip.tif"},
     }
     assert not list(out.glob("*_class.tif"))
 
@@ -567,7 +570,7 @@ def test_list_file_with_missing_and_wrong_band_tiles(
         ds.write(rgb)
     listing = tmp_path / "tiles.txt"
     listing.write_text(
-        f"# tiles of the job\n{region / 'a7_naip.tif'}\nrgb.tif\n\nnone.tif\n{region / 'b2_naip.tif'}\n"
+        f"# tiles of the job\n{region / 'a7_naip.tif'}\nrgb.tif\n\nnone.tif\n{region / 'f1_naip.tif'}\n"
     )
     out = tmp_path / "maps"
     result = predict(f"@{listing}", "--checkpoint", str(checkpoint), "--out", str(out))
@@ -575,7 +578,7 @@ def test_list_file_with_missing_and_wrong_band_tiles(
     assert len(_failure_lines(result.stderr, "has 3 bands, the checkpoint expects 4")) == 1
     assert len(_failure_lines(result.stderr, "none.tif")) == 1
     assert tiles_by_status(out) == {
-        "done": {"a7_naip.tif", "b2_naip.tif"},
+        "done": {"a7_naip.tif", "f1_naip.tif"},
         "failed": {"rgb.tif", "none.tif"},
     }
 
@@ -646,7 +649,7 @@ def test_tiles_and_maps_on_blob_storage(
     container = azurite.create_container()
     tiles = tmp_path / "tiles"
     tiles.mkdir()
-    names = ("a7", "b2", "c1")
+    names = ("a7", "b1", "c1")
     for name in names:
         shutil.copy(region / f"{name}_naip.tif", tiles)
     assert run_cli("data", "upload", str(tiles), f"az://{container}/tiles", env=env).returncode == 0

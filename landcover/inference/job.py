@@ -20,7 +20,8 @@ Rank 0 reports the job's progress, gathers every worker's records and writes the
 outputs beside the maps: the summary (:mod:`.summary`), the VRT mosaics (:mod:`.mosaic`) and
 the STAC items (:mod:`.stac`). The job ends non-zero when a tile failed. A job killed at any
 point and started again predicts only the tiles whose outputs are not complete; temporary
-files an interrupted job left in the output folder are removed at the start.
+files an interrupted job left in the output folder are removed at the start. Every call into
+the parallel layer (launching, the process group, the store) goes through :mod:`.jobcomm`.
 """
 
 from __future__ import annotations

@@ -13,7 +13,8 @@ WGS 84, with
   as no-data.
 
 Properties ``landcover:*`` record the checkpoint, the model's sha256 and the fingerprint of
-model and options. ``datetime`` is when the map was made (the imagery's date is not known).
+model and options. ``datetime`` (and ``created``) is when the job wrote the collection; the
+imagery's acquisition date is not known to landcover.
 """
 
 from __future__ import annotations
@@ -84,7 +85,7 @@ def tile_item(
         mapping: The classes.
         prob_dtype: ``uint8`` or ``float32``.
         properties: Extra ``landcover:*`` properties.
-        made: When the maps were made.
+        made: When the job wrote the collection.
 
     Returns:
         The item.

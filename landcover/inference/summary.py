@@ -15,7 +15,7 @@ import csv
 import io
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 from landcover import storage
@@ -139,7 +139,7 @@ def summary_document(
     return {
         "job": job,
         "tiles_by_status": {s: sum(r.status == s for r in records) for s in statuses},
-        "classes": [t.__dict__ for t in class_totals(records, mapping)],
+        "classes": [asdict(t) for t in class_totals(records, mapping)],
         "tiles": tiles,
     }
 
