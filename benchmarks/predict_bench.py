@@ -75,6 +75,7 @@ def run_predict(tile: Path, checkpoint: Path, out: Path) -> tuple[float, float]:
         "--device",
         "cpu",
         "--no-preview",
+        "--overwrite",  # the maps of an earlier run would be skipped as complete
     ]
     start = time.perf_counter()
     # Linux carries a process's peak RSS across exec, so a child forked from this (large)

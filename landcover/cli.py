@@ -35,6 +35,18 @@ def _class_mapping(classes: str) -> Any:
         raise typer.BadParameter(str(exc), param_hint="--classes") from None
 
 
+# options of the parallel layer, shared by train and predict
+Nnodes = Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")]
+NodeRank = Annotated[
+    int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
+]
+WorkersPerNode = Annotated[int | None, typer.Option(help="Workers on each node.")]
+RdzvEndpoint = Annotated[
+    str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
+]
+RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
+
+
 @app.command()
 def train(
     config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
@@ -75,17 +87,11 @@ def train(
     max_restarts: Annotated[
         int | None, typer.Option(help="Elastic restarts after a worker failure.")
     ] = None,
-    nnodes: Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")] = None,
-    node_rank: Annotated[
-        int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
-    ] = None,
-    workers_per_node: Annotated[int | None, typer.Option(help="Workers on each node.")] = None,
-    rdzv_endpoint: Annotated[
-        str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
-    ] = None,
-    rdzv_id: Annotated[
-        str | None, typer.Option(help="Rendezvous id (default: from --out).")
-    ] = None,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    workers_per_node: WorkersPerNode = None,
+    rdzv_endpoint: RdzvEndpoint = None,
+    rdzv_id: RdzvId = None,
     grad_compression: Annotated[
         str | None, typer.Option(help="Gradient all-reduce: none, fp16 or powersgd.")
     ] = None,
@@ -132,7 +138,13 @@ def train(
 
 @app.command()
 def predict(
-    tiles: Annotated[list[str], typer.Argument(help="Image files or globs (quote globs).")],
+    tiles: Annotated[
+        list[str],
+        typer.Argument(
+            help="Images: files, globs (quoted), folders, list files (@list.txt or .txt) or "
+            "manifest CSVs (an image column); paths or blob URLs."
+        ),
+    ],
     checkpoint: Annotated[
         str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
     ],
@@ -149,21 +161,57 @@ def predict(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Processes; tiles are spread across them.")
+        int, typer.Option(min=1, help="Worker processes in the job (one per GPU on CUDA).")
     ] = 1,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     prob_dtype: Annotated[
         str, typer.Option(help="uint8 (probability x 255) or float32.")
     ] = "uint8",
     preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+    overwrite: Annotated[
+        bool, typer.Option(help="Predict every tile again, even those whose maps are complete.")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option(help="Stop at the first tile that fails (default: go on).")
+    ] = False,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    workers_per_node: WorkersPerNode = None,
+    rdzv_endpoint: RdzvEndpoint = None,
+    rdzv_id: RdzvId = None,
+    local_addr: Annotated[
+        str | None, typer.Option(help="This node's address as the other nodes reach it.")
+    ] = None,
+    max_restarts: Annotated[
+        int | None,
+        typer.Option(help="Restarts after a worker fails; restarted workers skip done tiles."),
+    ] = None,
 ) -> None:
-    """Write georeferenced class maps (COG), probability maps and previews of whole tiles."""
-    from landcover.inference.predict import PredictOptions, run_predict
+    """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
+
+    Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
+    """
+    from landcover.config import run_settings
+    from landcover.inference.job import JobOptions, run_predict_job
+    from landcover.inference.predict import PredictOptions
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
+    launch = run_settings(
+        "predict",
+        workers=workers,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        workers_per_node=workers_per_node,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        local_addr=local_addr,
+        max_restarts=max_restarts,
+        device=device,
+    )
     options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)
-    run_predict(tiles, checkpoint, options, device, workers)
+    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
+    run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 
 @app.command()
@@ -345,7 +393,12 @@ def cluster_plan(
 @cluster_app.command("azureml")
 def cluster_azureml(
     workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
-    epochs: Annotated[int, typer.Option(min=1, help="Total epochs to train to.")],
+    epochs: Annotated[
+        int | None, typer.Option(min=1, help="Total epochs to train to (--job train).")
+    ] = None,
+    job: Annotated[
+        str, typer.Option(help="train (landcover train) or predict (landcover predict).")
+    ] = "train",
     engine: Annotated[str, typer.Option(help="torch (DDP) or horovod.")] = "torch",
     cluster: Annotated[
         Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
@@ -355,23 +408,42 @@ def cluster_azureml(
         str | None,
         typer.Option(help="Training data: azureml://, https://, az:// or a local folder."),
     ] = None,
+    tiles: Annotated[
+        str | None,
+        typer.Option(help="--job predict: a folder of tiles, or a .txt list / .csv manifest."),
+    ] = None,
+    checkpoint: Annotated[
+        str | None, typer.Option(help="--job predict: the checkpoint (URI or local file).")
+    ] = None,
     out: Annotated[Path, typer.Option(help="Folder for the YAML files.")] = Path("azureml"),
     input_mode: Annotated[str, typer.Option(help="ro_mount or download.")] = "ro_mount",
     run_path: Annotated[
         str | None,
-        typer.Option(help="Run folder URI (azureml://...); rerunning there resumes."),
+        typer.Option(
+            help="Output folder URI (azureml://...): the run (train) or the maps (predict); "
+            "rerunning there resumes."
+        ),
     ] = None,
 ) -> None:
     """Write compute.yml, environment.yml and job.yml for `az ml` (Azure ML CLI v2)."""
-    from landcover.cluster.azureml import write_azureml
+    from landcover.cluster.azureml import PredictJob, write_azureml
     from landcover.cluster.plan import make_plan
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
 
+    if job not in ("train", "predict"):
+        raise typer.BadParameter("must be train or predict", param_hint="--job")
     if engine not in ("torch", "horovod"):
         raise typer.BadParameter("must be torch or horovod", param_hint="--engine")
     if input_mode not in ("ro_mount", "download"):
         raise typer.BadParameter("must be ro_mount or download", param_hint="--input-mode")
+    if job == "train" and epochs is None:
+        raise typer.BadParameter("is needed for a training job", param_hint="--epochs")
+    predict = None
+    if job == "predict":
+        if tiles is None or checkpoint is None:
+            raise typer.BadParameter("--job predict needs --tiles and --checkpoint")
+        predict = PredictJob(tiles, checkpoint)
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)
@@ -386,11 +458,13 @@ def cluster_azureml(
         input_mode=input_mode,  # type: ignore[arg-type]
         run_path=run_path,
         cluster_file=cluster,
+        predict=predict,
     )
+    what = f"{engine} engine" if predict is None else "predict job"
     typer.echo(
         f"wrote {files.compute}, {files.environment} (build context {files.build_context}) "
         f"and {files.job}: {plan.nodes} x {spec.vm_size}, "
-        f"{plan.processes_per_node} processes per node, {engine} engine"
+        f"{plan.processes_per_node} processes per node, {what}"
     )
     for note in files.notes:
         typer.echo(f"note: {note}")

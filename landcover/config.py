@@ -535,6 +535,25 @@ def _merge_includes(path: Path, chain: tuple[Path, ...], what: str, seen: list[P
     return deep_merge(base, tree)
 
 
+def run_settings(source: str = "options", **values: Any) -> RunConfig:
+    """A validated ``run`` section from command-line values (for commands other than train).
+
+    Args:
+        source: Named in error messages (the command).
+        **values: ``run`` keys; ``None`` values keep their defaults.
+
+    Returns:
+        The settings (workers, nodes, rendezvous, device).
+
+    Raises:
+        ConfigError: If they are inconsistent (say, several nodes and no rendezvous endpoint).
+    """
+    try:
+        return RunConfig.model_validate({k: v for k, v in values.items() if v is not None})
+    except ValidationError as err:
+        raise ConfigError(_format_validation_error(err, source)) from None
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,

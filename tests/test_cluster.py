@@ -588,3 +588,61 @@ def test_azureml_sas_data_cli(tmp_path: Path) -> None:
     assert_one_line_error(result, "query", "SAS")
     assert "s3cr3t" not in result.stderr
     assert not (tmp_path / "aml").exists()
+
+
+def test_azureml_predict_job(tmp_path: Path) -> None:
+    cluster = write_cluster(tmp_path, vmSize="Standard_NC96ads_A100_v4", targetNodeCount=2)
+    checkpoint = tmp_path / "best.pt"
+    checkpoint.write_bytes(b"weights")
+    out = tmp_path / "aml"
+    maps = "azureml://datastores/maps/paths/md2018"
+    result = run_cli(
+        "cluster", "azureml", "--job", "predict", "--workers", "8", "--cluster", str(cluster),
+        "--tiles", "az://naip/md/2018", "--checkpoint", str(checkpoint), "--run-path", maps,
+        "--out", str(out),
+        timeout=120, env={"AZURE_STORAGE_ACCOUNT_NAME": "naipdata"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "2 x Standard_NC96ads_A100_v4, 4 processes per node, predict job" in result.stdout
+    job = load_yaml_files(out)["job.yml"]
+    # every process Azure ML starts is one predict worker (no --workers, no launcher)
+    assert job["command"] == (
+        "landcover predict ${{inputs.tiles}} --checkpoint ${{inputs.checkpoint}} "
+        "--out ${{outputs.maps}}"
+    )
+    assert job["distribution"] == {"type": "pytorch", "process_count_per_instance": 4}
+    assert job["resources"] == {"instance_count": 2}
+    assert job["inputs"] == {
+        "tiles": {
+            "type": "uri_folder",
+            "path": "https://naipdata.blob.core.windows.net/naip/md/2018",
+            "mode": "ro_mount",
+        },
+        "checkpoint": {"type": "uri_file", "path": str(checkpoint.resolve()), "mode": "download"},
+    }
+    assert job["outputs"] == {"maps": {"type": "uri_folder", "mode": "rw_mount", "path": maps}}
+    assert (out / "environment" / "src" / "landcover" / "inference" / "job.py").is_file()
+
+    listing = tmp_path / "tiles.txt"
+    listing.write_text("az://naip/md/2018/m_1.tif\n")
+    result = run_cli(
+        "cluster", "azureml", "--job", "predict", "--workers", "2", "--cluster", str(cluster),
+        "--tiles", str(listing), "--checkpoint", "az://runs/exp1/best.pt", "--out", str(out),
+        timeout=120, env={"AZURE_STORAGE_ACCOUNT_NAME": "naipdata"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "without --run-path each job writes a new maps folder" in result.stdout
+    job = load_yaml_files(out)["job.yml"]
+    assert job["inputs"]["tiles"] == {
+        "type": "uri_file", "path": str(listing.resolve()), "mode": "download"
+    }  # fmt: skip
+    assert job["inputs"]["checkpoint"]["path"] == (
+        "https://naipdata.blob.core.windows.net/runs/exp1/best.pt"
+    )
+
+    missing = run_cli(
+        "cluster", "azureml", "--job", "predict", "--workers", "2", "--cluster", str(cluster),
+        "--tiles", "az://naip/md", "--checkpoint", str(tmp_path / "none.pt"),
+        "--out", str(tmp_path / "aml2"), timeout=120, env={"AZURE_STORAGE_ACCOUNT_NAME": "n"},
+    )  # fmt: skip
+    assert_one_line_error(missing, "none.pt", "file not found here", "--checkpoint")

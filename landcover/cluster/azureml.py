@@ -1,4 +1,4 @@
-"""Azure ML (CLI v2) files for a distributed training run: compute, environment and job.
+"""Azure ML (CLI v2) files for a distributed training or predict job: compute, environment, job.
 
 ``landcover cluster azureml`` writes into one folder:
 
@@ -11,6 +11,9 @@
   engine Azure ML's ``pytorch`` distribution starts one process per GPU and sets
   ``RANK``/``WORLD_SIZE``/``MASTER_ADDR``, and landcover runs as that one worker (it starts
   no launcher of its own); with ``horovod``, the ``mpi`` distribution starts the processes.
+  With ``--job predict`` it runs ``landcover predict`` instead, one worker per GPU under the
+  same ``pytorch`` distribution: inputs ``tiles`` (a folder, or a list/manifest file) and
+  ``checkpoint``, output ``maps`` (with ``--run-path``, a rerun maps only what is missing).
 
 No file holds a secret: data are read with the job's identity (a managed identity or the
 submitting user), nodes are reached with an SSH public key.
@@ -186,31 +189,35 @@ def dockerfile(base_image: str, horovod_script: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-def data_input_path(data: str, environ: dict[str, str] | None = None) -> str:
+def data_input_path(
+    data: str, environ: dict[str, str] | None = None, option: str = "--data", file: bool = False
+) -> str:
     """Turns a data location into a path Azure ML can mount or download.
 
     ``azureml://``, ``https://``, ``wasbs://`` and ``abfss://CONTAINER@ACCOUNT...`` URIs pass
     through; landcover's ``az://CONTAINER/PATH`` (and ``abfs://``) become
     ``https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH`` with the account from the URL or
-    ``AZURE_STORAGE_ACCOUNT_NAME``; a local folder is made absolute (``az ml job create``
-    uploads it).
+    ``AZURE_STORAGE_ACCOUNT_NAME``; a local folder (or file) is made absolute (``az ml job
+    create`` uploads it).
 
     Args:
-        data: A URI or local folder.
+        data: A URI or local folder (or file).
         environ: The environment (defaults to ``os.environ``), for the account name.
+        option: The command-line option it came from, for messages.
+        file: Whether the input is a file (a checkpoint, a list) rather than a folder.
 
     Returns:
         The input's ``path``.
 
     Raises:
         ClusterError: If the URI carries a secret, names no storage account, or the local
-            folder does not exist.
+            folder (file) does not exist.
     """
     env = os.environ if environ is None else environ
     found = find_secret({"data": data})
     if found or re.match(r"(?i)^https?://[^?]*\?", data):
         raise ClusterError(
-            f"--data {data.split('?')[0]}: the URI carries a query (a SAS token?); give the "
+            f"{option} {data.split('?')[0]}: the URI carries a query (a SAS token?); give the "
             "URI without it: the job reads the data with its managed identity or your login"
         )
     scheme = protocol(data)
@@ -223,23 +230,23 @@ def data_input_path(data: str, environ: dict[str, str] | None = None) -> str:
         account = location.account or env.get(ENV_ACCOUNT_NAME, "").strip()
         if not account:
             raise ClusterError(
-                f"--data {data}: names no storage account; set {ENV_ACCOUNT_NAME} or give "
+                f"{option} {data}: names no storage account; set {ENV_ACCOUNT_NAME} or give "
                 "https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH or "
                 "azureml://datastores/NAME/paths/PATH"
             )
         return f"https://{account}.blob.core.windows.net/{location.path}"
     if scheme not in (None, "file"):
         raise ClusterError(
-            f"--data {data}: Azure ML cannot read {scheme}:// URIs; give azureml://, https:// "
-            "or az:// blob URIs, or a local folder"
+            f"{option} {data}: Azure ML cannot read {scheme}:// URIs; give azureml://, https:// "
+            "or az:// blob URIs, or a local path"
         )
-    folder = Path(storage.parse(data).path).resolve()
-    if not folder.is_dir():
+    local = Path(storage.parse(data).path).resolve()
+    if not (local.is_file() if file else local.is_dir()):
         raise ClusterError(
-            f"{data}: data folder not found here; for data already in Azure give --data as an "
-            "azureml://, https:// or az:// URI"
+            f"{data}: {'file' if file else 'data folder'} not found here; for data already in "
+            f"Azure give {option} as an azureml://, https:// or az:// URI"
         )
-    return str(folder)
+    return str(local)
 
 
 def train_command(
@@ -264,6 +271,72 @@ def train_command(
     return " && ".join([*setup, " ".join(parts)])
 
 
+def predict_command(setup: list[str]) -> str:
+    """The command of a predict job: optional setup commands, then ``landcover predict``.
+
+    Every process Azure ML starts is one worker; the workers claim the tiles through the
+    job's rendezvous store, and a rerun into the same maps folder skips complete tiles.
+    """
+    parts = "landcover predict ${{inputs.tiles}} --checkpoint ${{inputs.checkpoint}}"
+    return " && ".join([*setup, parts + " --out ${{outputs.maps}}"])
+
+
+@dataclass(frozen=True)
+class PredictJob:
+    """What a predict job maps.
+
+    Attributes:
+        tiles: A folder of tiles, or a list file (``.txt``) or manifest (``.csv``): URI or
+            local path.
+        checkpoint: The checkpoint: URI or local file.
+    """
+
+    tiles: str
+    checkpoint: str
+
+    @property
+    def tiles_are_listed(self) -> bool:
+        """Whether ``tiles`` is a list file or manifest rather than a folder."""
+        return self.tiles.lower().endswith((".txt", ".csv"))
+
+    def inputs(self, input_mode: InputMode) -> tuple[dict[str, Any], list[str]]:
+        """The job's ``tiles`` and ``checkpoint`` inputs, and notes about them.
+
+        Args:
+            input_mode: How the tiles folder reaches the nodes.
+
+        Returns:
+            ``(inputs, notes)``.
+
+        Raises:
+            ClusterError: If a location cannot be used by Azure ML.
+        """
+        listed = self.tiles_are_listed
+        inputs = {
+            "tiles": {
+                "type": "uri_file" if listed else "uri_folder",
+                "path": data_input_path(self.tiles, option="--tiles", file=listed),
+                "mode": "download" if listed else input_mode,
+            },
+            "checkpoint": {
+                "type": "uri_file",
+                "path": data_input_path(self.checkpoint, option="--checkpoint", file=True),
+                "mode": "download",
+            },
+        }
+        notes = [
+            f"az ml job create uploads the local {name} {inputs[name]['path']}"
+            for name, given in (("tiles", self.tiles), ("checkpoint", self.checkpoint))
+            if not storage.is_remote(given)
+        ]
+        if listed:
+            notes.append(
+                "the list is downloaded on its own: its entries must be blob URLs (read with "
+                "the job's identity) or absolute paths on the nodes"
+            )
+        return inputs, notes
+
+
 def job_spec(
     cluster: ClusterSpec,
     plan: ClusterPlan,
@@ -272,6 +345,7 @@ def job_spec(
     engine: Engine,
     run_path: str | None = None,
     code: str | None = None,
+    job: Literal["train", "predict"] = "train",
 ) -> dict[str, Any]:
     """The command job (``job.yml``).
 
@@ -279,11 +353,12 @@ def job_spec(
         cluster: cluster.json (the compute's name).
         plan: The run's plan (nodes, processes per node).
         command: The command each process runs.
-        inputs: The job's inputs (``data``, ``config``).
+        inputs: The job's inputs (``data``, ``config``; ``tiles``, ``checkpoint``).
         engine: ``torch`` (``pytorch`` distribution) or ``horovod`` (``mpi``).
-        run_path: Where the run folder lives (a rerun with the same path resumes);
-            default: a new folder per job.
+        run_path: Where the output folder lives: the run folder (train) or the maps
+            (predict); a rerun with the same path resumes. Default: a new folder per job.
         code: A local folder uploaded as the job's working directory, if any.
+        job: ``train`` (output ``run``) or ``predict`` (output ``maps``).
 
     Returns:
         The YAML document as data.
@@ -291,14 +366,18 @@ def job_spec(
     output: dict[str, Any] = {"type": "uri_folder", "mode": "rw_mount"}
     if run_path:
         output["path"] = run_path
+    workers = plan.nodes * plan.processes_per_node
     spec: dict[str, Any] = {
         "$schema": f"{SCHEMA_ROOT}/commandJob.schema.json",
         "type": "command",
         "experiment_name": EXPERIMENT_NAME,
-        "display_name": f"landcover-{plan.workers}w-{cluster.vm_size.lower()}",
+        "display_name": (
+            f"landcover-{'predict-' if job == 'predict' else ''}{plan.workers}w-"
+            f"{cluster.vm_size.lower()}"
+        ),
         "description": (
-            f"landcover train on {plan.nodes} x {cluster.vm_size} "
-            f"({plan.nodes * plan.processes_per_node} workers, {engine} engine)"
+            f"landcover {job} on {plan.nodes} x {cluster.vm_size} ({workers} workers"
+            + (f", {engine} engine)" if job == "train" else ")")
         ),
     }
     if code:
@@ -313,7 +392,7 @@ def job_spec(
             "process_count_per_instance": plan.processes_per_node,
         },
         "inputs": inputs,
-        "outputs": {"run": output},
+        "outputs": {"run" if job == "train" else "maps": output},
     }
     if not inputs:
         del spec["inputs"]
@@ -358,7 +437,7 @@ def _setup_commands(
 def write_azureml(
     cluster: ClusterSpec,
     plan: ClusterPlan,
-    epochs: int,
+    epochs: int | None,
     out: str | Path,
     engine: Engine = "torch",
     config_path: str | Path | None = None,
@@ -367,13 +446,17 @@ def write_azureml(
     run_path: str | None = None,
     cluster_file: str | Path = "cluster.json",
     base_image: str = BASE_IMAGE,
+    predict: PredictJob | None = None,
 ) -> AzureMLFiles:
     """Writes compute.yml, environment.yml (with its build context) and job.yml.
+
+    The job trains (``landcover train``), or with ``predict`` maps tiles (``landcover
+    predict``, one worker per GPU, the same ``pytorch`` distribution).
 
     Args:
         cluster: cluster.json.
         plan: The run's plan (from :func:`~landcover.cluster.plan.make_plan`).
-        epochs: Total epochs to train to.
+        epochs: Total epochs to train to (training jobs).
         out: Output folder (created; files in it are replaced).
         engine: ``torch`` or ``horovod``.
         config_path: A landcover config file, passed to the job as an input.
@@ -381,20 +464,24 @@ def write_azureml(
             ``None`` trains on the built-in synthetic sample.
         input_mode: ``ro_mount`` (read on demand; each worker reads only its share) or
             ``download`` (copied to every node first).
-        run_path: Where the run folder lives (``azureml://datastores/NAME/paths/PATH``);
-            rerunning the job with the same path resumes from its last checkpoint.
+        run_path: Where the outputs live (``azureml://datastores/NAME/paths/PATH``): the run
+            folder, or the maps of a predict job; rerunning the job with the same path
+            resumes (from the last checkpoint; with the tiles not yet mapped).
         cluster_file: cluster.json's path (nodeSetup scripts are relative to it).
         base_image: The Docker base image.
+        predict: The tiles and checkpoint of a predict job (``None``: a training job).
 
     Returns:
         The files written and the ``az ml`` commands to run.
 
     Raises:
         ClusterError: If the data location cannot be used by Azure ML, the source tree is
-            not found, or ``epochs`` is below 1.
+            not found, ``epochs`` is below 1 (training), or a predict job asks for Horovod.
     """
-    if epochs < 1:
+    if predict is None and (epochs is None or epochs < 1):
         raise ClusterError(f"--epochs must be at least 1, not {epochs}")
+    if predict is not None and engine != "torch":
+        raise ClusterError("--job predict runs on the torch engine (pytorch distribution)")
     if run_path and find_secret({"run": run_path}):
         raise ClusterError("--run-path carries a secret; give the URI without it")
     root = project_root()
@@ -407,7 +494,15 @@ def write_azureml(
     warnings = list(plan.warnings)
 
     inputs: dict[str, Any] = {}
-    if data is not None:
+    if predict is not None:
+        inputs, input_notes = predict.inputs(input_mode)
+        notes += input_notes
+        if not run_path:
+            notes.append(
+                "without --run-path each job writes a new maps folder; with --run-path "
+                "azureml://datastores/NAME/paths/PATH a rerun maps only the tiles not yet done"
+            )
+    elif data is not None:
         inputs["data"] = {
             "type": "uri_folder",
             "path": data_input_path(data),
@@ -418,7 +513,7 @@ def write_azureml(
     else:
         notes.append("no --data and no data.root: the job trains on the built-in synthetic sample")
     merged = None
-    if config_path is not None:
+    if config_path is not None and predict is None:
         config_file = Path(config_path).resolve()
         if not config_file.is_file():
             raise ClusterError(f"{config_path}: config file not found")
@@ -438,10 +533,14 @@ def write_azureml(
     setup, has_code = _setup_commands(cluster, Path(cluster_file).resolve().parent, code_dir)
     if setup:
         notes.append(
-            "nodeSetup runs in every worker process before training (Azure ML starts the "
-            "command once per process): keep it idempotent"
+            "nodeSetup runs in every worker process first (Azure ML starts the command once "
+            "per process): keep it idempotent"
         )
-    command = train_command(epochs, engine, config_path is not None, data is not None, setup)
+    if predict is not None:
+        command = predict_command(setup)
+    else:
+        assert epochs is not None
+        command = train_command(epochs, engine, config_path is not None, data is not None, setup)
 
     context = out / "environment"
     context.mkdir(parents=True, exist_ok=True)
@@ -472,7 +571,14 @@ def write_azureml(
     _dump(files.compute, compute_spec(cluster, plan))
     _dump(files.environment, environment_spec())
     job = job_spec(
-        cluster, plan, command, inputs, engine, run_path, code="code" if has_code else None
+        cluster,
+        plan,
+        command,
+        inputs,
+        engine,
+        run_path,
+        code="code" if has_code else None,
+        job="train" if predict is None else "predict",
     )
     _dump(files.job, job)
 

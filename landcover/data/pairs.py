@@ -86,13 +86,15 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
             if split not in (None, "train", "val"):
                 raise DataError(f"{path}: line {line}: split must be train or val, not {split!r}")
             name = Path(image).name.rsplit(".", 1)[0]
-            rows.append((TilePair(name, _resolve(folder, image), _resolve(folder, label)), split))
+            rows.append(
+                (TilePair(name, resolve_entry(folder, image), resolve_entry(folder, label)), split)
+            )
     if not rows:
         raise DataError(f"{path}: manifest lists no pairs")
     return rows
 
 
-def _resolve(folder: str, path: str) -> str:
+def resolve_entry(folder: str, path: str) -> str:
     """A manifest entry: absolute paths and URLs as they are, others relative to the manifest."""
     if storage.is_remote(path) or Path(path).is_absolute():
         return path

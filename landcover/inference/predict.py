@@ -8,11 +8,10 @@ class) and ``{stem}_preview.png``.
 
 from __future__ import annotations
 
-import glob
 import logging
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.data.raster import open_raster
 from landcover.errors import DataError
-from landcover.inference.loader import InferenceModel, load_inference_model
+from landcover.inference.loader import InferenceModel
 from landcover.inference.preview import write_preview
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.writers import MapWriter, scratch_folder
@@ -43,6 +42,7 @@ class PredictOptions:
         prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
         preview: Write the preview PNG.
         log_every_s: Seconds between progress lines.
+        tags: Extra metadata tags written into both maps (a job's fingerprint).
     """
 
     out: str
@@ -52,32 +52,7 @@ class PredictOptions:
     prob_dtype: str = "uint8"
     preview: bool = True
     log_every_s: float = 10.0
-
-
-def expand_tiles(patterns: list[str]) -> list[str]:
-    """Expands paths and globs into a sorted, de-duplicated list of tiles.
-
-    Args:
-        patterns: Paths or glob patterns.
-
-    Returns:
-        The tiles, in the order given (globs sorted).
-
-    Raises:
-        DataError: If a glob matches nothing.
-    """
-    tiles: list[str] = []
-    for pattern in patterns:
-        if glob.has_magic(pattern):
-            matches = sorted(
-                storage.glob(pattern) if storage.is_remote(pattern) else glob.glob(pattern)
-            )
-            if not matches:
-                raise DataError(f"{pattern}: no files match")
-            tiles.extend(matches)
-        else:
-            tiles.append(pattern)
-    return list(dict.fromkeys(tiles))
+    tags: dict[str, str] = field(default_factory=dict)
 
 
 def check_bands(src: Any, path: str, bands: int) -> None:
@@ -178,6 +153,7 @@ def _predict_local(
                     "CHECKPOINT": Path(im.checkpoint).name,
                     "EPOCH": str(im.epoch),
                     "SOURCE_IMAGE": str(tile),
+                    **options.tags,
                 },
             )
             try:
@@ -219,99 +195,3 @@ def _predict_local(
         "seconds": seconds,
         "mpx_per_s": mpx / seconds,
     }
-
-
-def predict_tiles(
-    tiles: list[str],
-    checkpoint: str,
-    options: PredictOptions,
-    device: str = "auto",
-    rank: int = 0,
-    world_size: int = 1,
-    local_rank: int = 0,
-) -> list[dict[str, Any]]:
-    """Predicts this worker's share of the tiles (``tiles[rank::world_size]``).
-
-    Args:
-        tiles: All tiles.
-        checkpoint: The checkpoint.
-        options: Output folder and settings.
-        device: ``auto``, ``cpu`` or ``cuda``.
-        rank: This worker's rank.
-        world_size: Number of workers.
-        local_rank: Selects the GPU.
-
-    Returns:
-        One summary per tile predicted here.
-    """
-    im = load_inference_model(checkpoint, device, local_rank)
-    return [predict_tile(t, im, options) for t in tiles[rank::world_size]]
-
-
-def predict_worker(tiles: list[str], checkpoint: str, options: PredictOptions, device: str) -> list:
-    """Entry point of a predict worker process started by the launcher.
-
-    Args:
-        tiles: All tiles.
-        checkpoint: The checkpoint.
-        options: Output folder and settings.
-        device: ``auto``, ``cpu`` or ``cuda``.
-
-    Returns:
-        This worker's tile summaries.
-    """
-    import os
-
-    import torch
-
-    from landcover.distributed import env_from_environ
-    from landcover.logs import setup_logging
-
-    env = env_from_environ()
-    assert env is not None
-    setup_logging(env, None)
-    torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
-    return predict_tiles(
-        tiles, checkpoint, options, device, env.rank, env.world_size, env.local_rank
-    )
-
-
-def run_predict(
-    patterns: list[str], checkpoint: str, options: PredictOptions, device: str, workers: int
-) -> list[dict[str, Any]]:
-    """Runs ``landcover predict``: checks every tile, then predicts them on 1..N workers.
-
-    Args:
-        patterns: Tile paths or globs.
-        checkpoint: The checkpoint.
-        options: Output folder and settings.
-        device: ``auto``, ``cpu`` or ``cuda``.
-        workers: Processes to spread the tiles over.
-
-    Returns:
-        One summary per tile.
-
-    Raises:
-        LandcoverError: On a missing or bad tile, a bad checkpoint, or a failed worker.
-    """
-    from landcover.distributed import DistEnv
-    from landcover.launch import launch_workers
-    from landcover.logs import setup_logging
-    from landcover.training.checkpoint import load_checkpoint
-
-    setup_logging(DistEnv(), None)
-    tiles = expand_tiles(patterns)
-    state = load_checkpoint(checkpoint)
-    bands = len(state["config"]["data"]["bands"])
-    for tile in tiles:
-        if storage.is_remote(tile):  # checked when downloaded, not fetched twice
-            if not storage.is_file(tile):
-                raise DataError(f"{tile}: file not found")
-            continue
-        with open_raster(tile) as src:
-            check_bands(src, tile, bands)
-    workers = min(workers, len(tiles))
-    if workers == 1:
-        return predict_tiles(tiles, checkpoint, options, device)
-    results = launch_workers(predict_worker, (tiles, checkpoint, options, device), nproc=workers)
-    return [r for rank in sorted(results) for r in results[rank]]

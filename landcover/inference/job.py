@@ -1,0 +1,535 @@
+"""``landcover predict`` as a job: many tiles over many workers and nodes, resumable, honest.
+
+The launcher (:func:`run_predict_job`) resolves the inputs into tiles (:mod:`.tiles`), reads
+their headers or blob sizes, and starts the workers: in this process for one worker, under
+torchrun's elastic agent for ``--workers N`` and ``--nnodes``, or not at all when an external
+launcher (``torchrun``, Azure ML) already started this process as one worker.
+
+Each worker (:func:`job_worker`) loads the model on its GPU (local rank), then claims tiles
+largest first through the job's store (:mod:`.deal`) until none is left. For each tile it
+
+- skips it when its outputs are complete for this model and these options
+  (:mod:`.outputs`; ``--overwrite`` predicts every tile again);
+- otherwise predicts it (:func:`~landcover.inference.predict.predict_tile`, which writes each
+  map under a temporary name and renames it: a reader never sees half a map), counts its
+  classes and writes ``{stem}_stats.json``;
+- records a tile that fails (missing, corrupt, wrong bands...) with its one-line error and
+  goes on (``--fail-fast``: no worker claims another tile).
+
+Rank 0 reports the job's progress, gathers every worker's records and writes the job's
+outputs beside the maps: the summary (:mod:`.summary`), the VRT mosaics (:mod:`.mosaic`) and
+the STAC items (:mod:`.stac`). The job ends non-zero when a tile failed. A job killed at any
+point and started again predicts only the tiles whose outputs are not complete; temporary
+files an interrupted job left in the output folder are removed at the start. Every call into
+the parallel layer (launching, the process group, the store) goes through :mod:`.jobcomm`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+import os
+import shutil
+import tempfile
+import time
+import traceback
+from dataclasses import dataclass, replace
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import rasterio
+import torch
+
+from landcover import storage
+from landcover.config import RunConfig
+from landcover.distributed import DistEnv
+from landcover.errors import DataError, LandcoverError
+from landcover.fileio import remove_stale_temporaries
+from landcover.inference import jobcomm
+from landcover.inference.deal import TileBoard
+from landcover.inference.jobprogress import JobProgress
+from landcover.inference.loader import InferenceModel, load_inference_model
+from landcover.inference.mosaic import write_mosaics
+from landcover.inference.outputs import (
+    Fingerprint,
+    count_classes,
+    incomplete_reason,
+    make_fingerprint,
+    output_paths,
+    read_grid,
+    read_stats,
+    write_stats,
+)
+from landcover.inference.predict import PredictOptions, predict_tile
+from landcover.inference.records import ClassCounts, Grid, TileOutputs, TileRecord
+from landcover.inference.stac import write_item_collection
+from landcover.inference.summary import class_totals, write_summary
+from landcover.inference.tiles import TileEntry, measure_tiles, resolve_tiles
+from landcover.logs import setup_logging
+
+log = logging.getLogger("landcover")
+
+
+class TilesFailedError(LandcoverError):
+    """Some tiles of a predict job failed (the others were mapped)."""
+
+
+@dataclass(frozen=True)
+class JobOptions:
+    """How a predict job runs, beside the per-tile :class:`PredictOptions`.
+
+    Attributes:
+        overwrite: Predict every tile, even those whose outputs are complete.
+        fail_fast: Stop at the first failed tile.
+        timeout_s: Longest wait for the other workers (the job's start and end).
+    """
+
+    overwrite: bool = False
+    fail_fast: bool = False
+    timeout_s: float = 3600.0
+
+
+@dataclass
+class JobSpec:
+    """Everything a worker needs (pickled to spawned workers).
+
+    Attributes:
+        inputs: The ``landcover predict`` arguments (files, globs, folders, lists).
+        checkpoint: The checkpoint.
+        options: Per-tile settings and the output folder.
+        job: Job settings.
+        device: ``auto``, ``cpu`` or ``cuda``.
+        entries: The measured tiles, when the launcher measured them already.
+    """
+
+    inputs: list[str]
+    checkpoint: str
+    options: PredictOptions
+    job: JobOptions
+    device: str = "auto"
+    entries: list[TileEntry] | None = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    """How a job ended.
+
+    Attributes:
+        total: Tiles in the job.
+        done: Tiles predicted.
+        skipped: Tiles whose outputs were already complete.
+        failed: Tiles that failed.
+        not_run: Tiles not started (the job stopped first).
+        first_error: The first failed tile's error.
+        summary: The summary file.
+        error: A problem of the job itself (writing its outputs), if any.
+    """
+
+    total: int
+    done: int
+    skipped: int
+    failed: int
+    not_run: int
+    first_error: str | None = None
+    summary: str | None = None
+    error: str | None = None
+
+    def raise_if_failed(self, fail_fast: bool = False) -> None:
+        """Raises the job's one-line error, if anything failed.
+
+        Args:
+            fail_fast: Whether the job ran with ``--fail-fast``.
+
+        Raises:
+            LandcoverError: The job could not write its outputs.
+            TilesFailedError: A tile failed.
+        """
+        if self.error:
+            raise LandcoverError(self.error)
+        if not self.failed:
+            return
+        where = f"; see {self.summary}" if self.summary else ""
+        if fail_fast and self.not_run:
+            raise TilesFailedError(
+                f"stopped at the first failed tile (--fail-fast), {self.not_run} of "
+                f"{self.total} tiles not run: {self.first_error}{where}"
+            )
+        raise TilesFailedError(
+            f"{self.failed} of {self.total} tiles failed (first: {self.first_error}){where}"
+        )
+
+
+# --- the launcher ---------------------------------------------------------------------------
+
+
+def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
+    """Resolves and measures a job's tiles, largest first.
+
+    Args:
+        inputs: The ``landcover predict`` arguments.
+        checkpoint: The checkpoint (its bands and image suffix).
+
+    Returns:
+        The tiles; those that cannot be predicted carry their error.
+
+    Raises:
+        CheckpointError: If the checkpoint cannot be loaded.
+        DataError: If the inputs name no tiles, or no tile can be predicted.
+    """
+    from landcover.config import config_from_dict
+    from landcover.training.checkpoint import load_checkpoint
+
+    state = load_checkpoint(checkpoint)
+    data = config_from_dict(state["config"], source=f"{checkpoint}: config").data
+    entries = measure_tiles(resolve_tiles(inputs, data.image_suffix), len(data.bands))
+    errors = [e.error for e in entries if e.error]
+    if len(errors) == len(entries):
+        if len(errors) == 1:
+            raise DataError(errors[0])
+        raise DataError(f"none of the {len(entries)} tiles can be predicted; first: {errors[0]}")
+    return entries
+
+
+def run_predict_job(
+    inputs: list[str],
+    checkpoint: str,
+    options: PredictOptions,
+    job: JobOptions,
+    device: str,
+    launch: RunConfig,
+) -> JobOutcome:
+    """Runs ``landcover predict``: this process as one worker, or launching the workers.
+
+    Args:
+        inputs: Files, globs, folders, list files or manifests.
+        checkpoint: The checkpoint.
+        options: Per-tile settings and the output folder.
+        job: Job settings.
+        device: ``auto``, ``cpu`` or ``cuda``.
+        launch: Workers and nodes (``workers``, ``nnodes``, ``workers_per_node``,
+            ``rdzv_*``, ``node_rank``, ``local_addr`` as for ``train``).
+
+    Returns:
+        How the job ended (every tile predicted or skipped).
+
+    Raises:
+        LandcoverError: On a bad checkpoint or inputs, a failed worker, or failed tiles.
+    """
+    spec = JobSpec(inputs, checkpoint, options, job, device)
+    if jobcomm.started_by_a_launcher():  # one worker of an external launcher
+        outcome = job_worker(spec)
+        outcome.raise_if_failed(job.fail_fast)
+        return outcome
+    setup_logging(DistEnv(), None)
+    spec.entries = measured_tiles(inputs, checkpoint)
+    runnable = sum(e.error is None for e in spec.entries)
+    if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
+        outcome = job_worker(spec)
+    else:
+        nproc = launch.nproc_per_node if launch.nnodes > 1 else min(launch.workers, runnable)
+        out_id = hashlib.sha256(str(options.out).encode()).hexdigest()[:12]
+        log.info(
+            "starting %d workers%s for %d tiles",
+            nproc,
+            f" on this node of {launch.nnodes}" if launch.nnodes > 1 else "",
+            len(spec.entries),
+        )
+        results = jobcomm.launch(job_worker, spec, launch, nproc, f"landcover-predict-{out_id}")
+        outcome = next(iter(results.values()))
+    outcome.raise_if_failed(job.fail_fast)
+    return outcome
+
+
+# --- a worker -------------------------------------------------------------------------------
+
+
+def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
+    """The job's tiles as rank 0 measured them (every rank gets the same list)."""
+    found: tuple[list[TileEntry] | None, str | None] = (None, None)
+    if env.is_main:
+        try:
+            found = (spec.entries or measured_tiles(spec.inputs, spec.checkpoint), None)
+        except LandcoverError as exc:
+            found = (None, str(exc))
+    entries, error = jobcomm.broadcast(found, env)
+    if error is not None:
+        raise DataError(error)
+    return entries
+
+
+def _clean_stale(out: str) -> None:
+    """Removes temporary files an interrupted job left in a local output folder."""
+    if storage.is_remote(out) or not os.path.isdir(out):
+        return
+    stale = [str(p) for p in remove_stale_temporaries(out)]
+    for folder in Path(out).glob(".landcover-tmp-*"):
+        shutil.rmtree(folder, ignore_errors=True)
+        stale.append(str(folder))
+    if stale:
+        log.info("removed %d temporary file(s) an interrupted job left in %s", len(stale), out)
+
+
+@dataclass
+class _Context:
+    """What every tile of a worker needs."""
+
+    im: InferenceModel
+    options: PredictOptions
+    fingerprint: Fingerprint
+    job: JobOptions
+    rank: int
+    total: int
+
+
+def _pixel_area(tile: str, grid: Grid) -> float | None:
+    try:
+        return grid.pixel_area_m2()
+    except ValueError as exc:
+        log.warning("%s: hectares are left out: %s", tile, exc)
+        return None
+
+
+_MapsFound = tuple[Grid, ClassCounts, TileOutputs]
+"""A tile's maps: their grid, class counts and paths."""
+
+
+def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
+    """The maps of a tile whose outputs are complete, or ``None`` (predict it)."""
+    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview)
+    try:
+        grid = read_grid(entry.path)
+    except Exception:  # an unreadable input: predicting it reports why
+        return None
+    num_classes = ctx.im.mapping.num_classes
+    reason = incomplete_reason(grid, outputs, ctx.fingerprint.digest, num_classes)
+    if reason is not None:
+        if not reason.endswith(": missing"):
+            log.info("%s: predicting it again (%s)", entry.path, reason)
+        return None
+    counts = read_stats(outputs.stats, ctx.fingerprint.digest, grid, num_classes)
+    if counts is None:
+        counts = count_classes(outputs.class_map, num_classes)
+        write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
+    log.info("%s: skipped, its outputs are complete", entry.path)
+    return grid, counts, outputs
+
+
+def _predict(entry: TileEntry, ctx: _Context) -> _MapsFound:
+    """Predicts a tile; its maps, preview and stats end up in the output folder."""
+    out = str(ctx.options.out)
+    outputs = output_paths(entry.path, out, ctx.options.preview)
+    with tempfile.TemporaryDirectory(prefix="landcover-job-") as stage:
+        local_out = Path(stage) if storage.is_remote(out) else Path(out)
+        result = predict_tile(entry.path, ctx.im, replace(ctx.options, out=str(local_out)))
+        with rasterio.open(result["class"]) as ds:
+            grid = Grid.of(ds)
+        counts = count_classes(result["class"], ctx.im.mapping.num_classes)
+        if storage.is_remote(out):
+            for local, url in (
+                (result["prob"], outputs.prob_map),
+                (result["preview"], outputs.preview),
+                (result["class"], outputs.class_map),
+            ):
+                if local is not None and url is not None:
+                    storage.upload_file(local, url)
+    write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
+    return grid, counts, outputs
+
+
+def _error_line(exc: Exception, tile: str) -> str:
+    """A tile's failure in one line, naming the tile."""
+    if isinstance(exc, rasterio.errors.RasterioError):
+        cause = exc.__cause__ or exc  # rasterio's "Read failed" names GDAL's error as cause
+        message = f"not a readable GeoTIFF ({str(cause).splitlines()[0]})"
+    elif isinstance(exc, LandcoverError | OSError):
+        message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    else:  # a bug rather than bad input: keep its traceback
+        traceback.print_exc()
+        message = f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
+    return message if tile in message else f"{tile}: {message}"
+
+
+def run_tile(entry: TileEntry, index: int, ctx: _Context) -> TileRecord:
+    """Skips, predicts or fails one tile; a failure is one log line and a ``failed`` record.
+
+    Args:
+        entry: The tile.
+        index: Its position in the job's order.
+        ctx: The worker's model, options and fingerprint.
+
+    Returns:
+        The tile's record.
+    """
+    start = time.perf_counter()
+    try:
+        found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
+        status = "skipped" if found else "done"
+        grid, counts, outputs = found or _predict(entry, ctx)
+    except Exception as exc:
+        message = _error_line(exc, entry.path)
+        log.error("tile %d of %d failed: %s", index + 1, ctx.total, message)
+        seconds = time.perf_counter() - start
+        return TileRecord(entry.path, index, "failed", ctx.rank, seconds, error=message)
+    return TileRecord(
+        entry.path,
+        index,
+        status,
+        ctx.rank,
+        time.perf_counter() - start,
+        grid=grid,
+        counts=counts,
+        pixel_area_m2=_pixel_area(entry.path, grid),
+        outputs=outputs,
+    )
+
+
+def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Context) -> list:
+    """Claims and processes tiles until none is left (or the job stops)."""
+    records = []
+    while (claimed := board.claim()) is not None:
+        index = order[claimed]
+        entry = entries[index]
+        record = run_tile(entry, index, ctx)
+        records.append(record)
+        pixels = record.grid.width * record.grid.height if record.grid else 0
+        board.finish(record.status, entry.cost, pixels if record.status == "done" else 0)
+        if record.status == "failed" and ctx.job.fail_fast:
+            board.stop()
+    return records
+
+
+def _all_records(gathered: list[list[TileRecord]], entries: list[TileEntry]) -> list[TileRecord]:
+    """Every worker's records, with the tiles that failed before the job and those not run."""
+    records = [r for worker in gathered for r in worker]
+    handled = {r.index for r in records}
+    for index, entry in enumerate(entries):
+        if entry.error is not None:
+            records.append(TileRecord(entry.path, index, "failed", error=entry.error))
+        elif index not in handled:
+            records.append(TileRecord(entry.path, index, "not_run"))
+    return sorted(records, key=lambda r: (r.index, r.rank or 0))
+
+
+def _write_outputs(
+    records: list[TileRecord], ctx: _Context, job: dict[str, Any]
+) -> tuple[str, list[str]]:
+    """Writes the summary, mosaics and STAC items; returns the summary and all files."""
+    mapping = ctx.im.mapping
+    out = str(ctx.options.out)
+    files = write_summary(records, mapping, out, job)
+    files += write_mosaics(records, out, mapping, ctx.options.prob_dtype)
+    properties = {
+        "landcover:checkpoint": ctx.im.checkpoint,
+        "landcover:epoch": ctx.im.epoch,
+        "landcover:model_sha256": ctx.fingerprint.model_sha256,
+        "landcover:fingerprint": ctx.fingerprint.digest,
+    }
+    stac = write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
+    if stac:
+        files.append(stac)
+    return files[0], files
+
+
+def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> JobOutcome:
+    """Rank 0's end of the job: outputs written, totals logged, the outcome."""
+    count = {s: sum(r.status == s for r in records) for s in ("done", "skipped", "failed")}
+    first = next((r.error for r in records if r.status == "failed"), None)
+    summary, error = None, None
+    try:
+        summary, files = _write_outputs(records, ctx, job)
+        log.info("wrote %s", ", ".join(storage.name(f) for f in files))
+    except LandcoverError as exc:
+        error = f"the job's summary could not be written: {exc}"
+    hectares = ", ".join(
+        f"{t.name} {t.hectares:,.1f} ha ({100 * t.fraction:.1f} %)"
+        for t in class_totals(records, ctx.im.mapping)
+    )
+    log.info(
+        "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
+        len(records),
+        count["done"],
+        count["skipped"],
+        count["failed"],
+        hectares,
+    )
+    return JobOutcome(
+        total=len(records),
+        done=count["done"],
+        skipped=count["skipped"],
+        failed=count["failed"],
+        not_run=sum(r.status == "not_run" for r in records),
+        first_error=first,
+        summary=summary,
+        error=error,
+    )
+
+
+def job_worker(spec: JobSpec) -> JobOutcome:
+    """One worker of a predict job (rank and GPU from the environment); see the module.
+
+    Args:
+        spec: The job.
+
+    Returns:
+        How the whole job ended (the same on every rank).
+
+    Raises:
+        LandcoverError: If the checkpoint or the inputs are unusable (every rank raises).
+    """
+    env = jobcomm.worker_env()
+    out = str(spec.options.out)
+    setup_logging(env, None if storage.is_remote(out) else out)
+    if env.distributed:
+        torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
+    jobcomm.join(env, spec.job.timeout_s)
+    try:
+        started = time.perf_counter()
+        started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        entries = _shared_entries(spec, env)
+        im = load_inference_model(spec.checkpoint, spec.device, env.local_rank)
+        fingerprint = make_fingerprint(im, spec.options)
+        log.info("rank %d/%d: pid %d on %s", env.rank, env.world_size, os.getpid(), im.device)
+        options = replace(spec.options, tags={**spec.options.tags, **fingerprint.tags()})
+        if env.is_main:
+            log.info(
+                "%d tiles, %d worker(s), output %s, model sha256 %s (fingerprint %s)",
+                len(entries),
+                env.world_size,
+                out,
+                fingerprint.model_sha256[:16],
+                fingerprint.digest[:16],
+            )
+            _clean_stale(out)
+            for index, entry in enumerate(entries):
+                if entry.error is not None:
+                    log.error("tile %d of %d failed: %s", index + 1, len(entries), entry.error)
+        jobcomm.wait_for_all()
+        order = [i for i, e in enumerate(entries) if e.error is None]
+        ctx = _Context(im, options, fingerprint, spec.job, env.rank, len(entries))
+        board = TileBoard(len(order), jobcomm.JobStore() if env.distributed else None)
+        if spec.job.fail_fast and len(order) < len(entries):
+            board.stop()  # a tile failed its check: nothing starts
+        total_cost = sum(entries[i].cost for i in order)
+        with JobProgress(board, total_cost, options.log_every_s, env.is_main):
+            mine = _work(board, entries, order, ctx)
+            gathered = jobcomm.gather(mine, env)  # the last line counts every worker's tiles
+        outcome = None
+        if gathered is not None:  # rank 0
+            records = _all_records(gathered, entries)
+            job = {
+                "checkpoint": spec.checkpoint,
+                "epoch": im.epoch,
+                "model_sha256": fingerprint.model_sha256,
+                "fingerprint": fingerprint.digest,
+                "options": fingerprint.options,
+                "workers": env.world_size,
+                "overwrite": spec.job.overwrite,
+                "started": started_at,
+                "seconds": round(time.perf_counter() - started, 3),
+                "out": out,
+            }
+            outcome = _finish(records, ctx, job)
+        return jobcomm.broadcast(outcome, env)
+    finally:
+        jobcomm.leave()

@@ -1,0 +1,176 @@
+"""What a predict job needs from the parallel layer, in one place.
+
+The launcher starts the workers under torchrun's elastic agent (:func:`launch`). A predict
+job's workers do not all-reduce anything: they join a Gloo process group (CPU only,
+whatever device predicts) for the job's c10d store, where they claim tiles, for one broadcast
+of the tile list from rank 0, and for one gather of the tiles' records to rank 0 at the end.
+Everything here is a no-op for a job of one worker.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from landcover.config import RunConfig
+from landcover.distributed import (
+    DistEnv,
+    barrier,
+    destroy_process_group,
+    env_from_environ,
+    init_process_group,
+)
+from landcover.errors import PeerFailureError
+
+
+@contextmanager
+def _collective(what: str) -> Iterator[None]:
+    """Turns a failed collective or store operation into one :class:`PeerFailureError` line.
+
+    The operations here fail only when another worker (or the store's host) died, hung or
+    cannot be reached; its own error, when it had one, explains the job's end better, and the
+    launcher prefers it.
+    """
+    try:
+        yield
+    except RuntimeError as exc:  # torch's DistError and the Gloo transport's errors
+        first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        raise PeerFailureError(
+            f"the job's {what} failed ({first}): another worker died, hung or is unreachable"
+        ) from None
+
+
+def started_by_a_launcher() -> bool:
+    """Whether an external launcher (torchrun, Azure ML, mpirun) started this process."""
+    return env_from_environ() is not None
+
+
+def launch(
+    worker: Callable[[Any], Any], spec: Any, settings: RunConfig, nproc: int, default_id: str
+) -> dict[int, Any]:
+    """Runs ``worker(spec)`` in this node's worker processes under torchrun's elastic agent.
+
+    Args:
+        worker: The worker's entry point (a module-level function).
+        spec: Its argument (picklable).
+        settings: Nodes, rendezvous and restarts (``run`` settings, as for ``train``).
+        nproc: Workers on this node.
+        default_id: The rendezvous id when ``settings`` names none.
+
+    Returns:
+        The return value of each of this node's workers, by global rank.
+
+    Raises:
+        LandcoverError: If a worker fails (and restarts are exhausted) or the rendezvous fails.
+    """
+    from landcover.launch import launch_workers
+
+    return launch_workers(
+        worker,
+        (spec,),
+        nproc=nproc,
+        nnodes=settings.nnodes,
+        rdzv_endpoint=settings.rdzv_endpoint or "localhost:0",
+        run_id=settings.rdzv_id or default_id,
+        max_restarts=settings.max_restarts,
+        is_rdzv_host=None if settings.node_rank is None else settings.node_rank == 0,
+        rdzv_timeout_s=settings.rdzv_timeout_s,
+        local_addr=settings.local_addr,
+    )
+
+
+def worker_env() -> DistEnv:
+    """This worker's place: from the launcher's variables, or a job of one."""
+    return env_from_environ() or DistEnv()
+
+
+def join(env: DistEnv, timeout_s: float) -> None:
+    """Joins the job's Gloo process group (a no-op for one worker).
+
+    Args:
+        env: This worker's place.
+        timeout_s: Longest wait in a collective (the job's start and end).
+    """
+    init_process_group(env, "gloo", timeout_s)
+
+
+def leave() -> None:
+    """Leaves the job's process group, if joined."""
+    destroy_process_group()
+
+
+def wait_for_all() -> None:
+    """Waits for every worker."""
+    with _collective("barrier"):
+        barrier()
+
+
+def broadcast(obj: Any, env: DistEnv) -> Any:
+    """Rank 0's object, on every rank.
+
+    Args:
+        obj: The object (rank 0's is sent; others are ignored).
+        env: This worker's place.
+
+    Returns:
+        Rank 0's object.
+    """
+    if not env.distributed:
+        return obj
+    import torch.distributed as dist
+
+    box = [obj]
+    with _collective("broadcast"):
+        dist.broadcast_object_list(box, src=0)
+    return box[0]
+
+
+def gather(obj: Any, env: DistEnv) -> list[Any] | None:
+    """Every rank's object, on rank 0 only (the others get ``None``).
+
+    Args:
+        obj: This rank's object.
+        env: This worker's place.
+
+    Returns:
+        The objects by rank on rank 0; ``None`` elsewhere.
+    """
+    if not env.distributed:
+        return [obj]
+    import torch.distributed as dist
+
+    gathered: list[Any] | None = [None] * env.world_size if env.is_main else None
+    with _collective("gather of the tiles' records"):
+        dist.gather_object(obj, gathered, dst=0)
+    return gathered
+
+
+class JobStore:
+    """The job's c10d store, for the tile counters (see :mod:`.deal`).
+
+    Under torchrun's elastic agent it is the agent's store (with the restart attempt's
+    prefix, so a restarted group counts afresh); otherwise the one rank 0 hosts at
+    ``MASTER_ADDR:MASTER_PORT``.
+    """
+
+    def __init__(self) -> None:
+        from torch.distributed.distributed_c10d import _get_default_store
+
+        self._store = _get_default_store()
+
+    def add(self, key: str, amount: int) -> int:
+        """Adds to a counter atomically.
+
+        Args:
+            key: The counter.
+            amount: What to add (0 reads it).
+
+        Returns:
+            The counter's new value.
+
+        Raises:
+            PeerFailureError: If the store cannot be reached.
+        """
+        with _collective("store"):
+            return int(self._store.add(key, amount))

@@ -1,0 +1,114 @@
+"""The overall progress of a predict job on rank 0: tiles done, Mpx/s and ETA.
+
+A thread reads the job's shared counters (:class:`~landcover.inference.deal.TileBoard`), so
+the line covers every worker on every node. On a terminal it is a rich progress bar; otherwise
+a log line every ``every_s`` seconds, as training's progress.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from datetime import timedelta
+from typing import Any
+
+from landcover.inference.deal import BoardCounts, TileBoard
+
+log = logging.getLogger("landcover")
+
+
+def _clock(seconds: float) -> str:
+    return str(timedelta(seconds=int(max(seconds, 0))))
+
+
+class JobProgress:
+    """Reports a job's progress from a background thread until :meth:`close`.
+
+    Args:
+        board: The job's counters.
+        total_cost: Summed size of the tiles to process (the ETA's unit).
+        every_s: Seconds between log lines when not on a terminal.
+        enabled: Whether this worker reports (rank 0).
+    """
+
+    def __init__(self, board: TileBoard, total_cost: int, every_s: float, enabled: bool) -> None:
+        self.board = board
+        self.total_cost = total_cost
+        self.every_s = every_s
+        self.enabled = enabled
+        self._start = time.perf_counter()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._bar: Any = None
+        self._task: Any = None
+
+    def __enter__(self) -> JobProgress:
+        if not self.enabled:
+            return self
+        self._start = time.perf_counter()
+        if sys.stderr.isatty():
+            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
+            from rich.progress import Progress as RichProgress
+
+            self._bar = RichProgress(
+                TextColumn("tiles"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[info]}"),
+                transient=True,
+            )
+            self._bar.start()
+            self._task = self._bar.add_task("predict", total=self.board.total, info="")
+        self._thread = threading.Thread(target=self._run, name="job-progress", daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def line(self, counts: BoardCounts, final: bool = False) -> str:
+        """The progress line for some counts.
+
+        Args:
+            counts: The job's counters.
+            final: The last line (no ETA).
+
+        Returns:
+            ``tiles 5/12 (3 predicted, 2 skipped, 0 failed) 1.23 Mpx/s ETA 0:01:05``.
+        """
+        elapsed = max(time.perf_counter() - self._start, 1e-9)
+        rate = counts.pixels_done / 1e6 / elapsed
+        text = (
+            f"tiles {counts.finished}/{self.board.total} ({counts.done} predicted, "
+            f"{counts.skipped} skipped, {counts.failed} failed) {rate:.2f} Mpx/s"
+        )
+        if not final and counts.cost_done > 0 and counts.finished < self.board.total:
+            remaining = max(self.total_cost - counts.cost_finished, 0)
+            text += f" ETA {_clock(remaining / (counts.cost_done / elapsed))}"
+        return text
+
+    def _run(self) -> None:
+        interval = 0.5 if self._bar is not None else self.every_s
+        while not self._stop.wait(interval):
+            self._report(self.board.counts())
+
+    def _report(self, counts: BoardCounts) -> None:
+        if self._bar is not None:
+            self._bar.update(self._task, completed=counts.finished, info=self.line(counts))
+        else:
+            log.info("%s", self.line(counts))
+
+    def close(self) -> None:
+        """Stops reporting; logs the final line."""
+        if not self.enabled or self._stop.is_set():
+            return
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join()
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        elapsed = _clock(time.perf_counter() - self._start)
+        log.info("%s in %s", self.line(self.board.counts(), final=True), elapsed)

@@ -1,0 +1,207 @@
+"""``stac_items.json``: a STAC ItemCollection describing every output of a predict job.
+
+One STAC Item per tile with maps (pystac), whose geometry and bbox are the tile's footprint in
+WGS 84, with
+
+- the projection extension: the tile's CRS code (or WKT2), grid shape, transform and native
+  bbox;
+- assets ``class`` (the class map), ``probabilities``, ``preview`` and ``stats``, with relative
+  hrefs (the collection sits beside the maps), and a ``derived_from`` link to the input image;
+- the raster extension on the map assets: data type, no-data, pixel size, and for uint8
+  probabilities the 1/255 scale;
+- the classification extension on the class map: each class's value, name and colour, and 255
+  as no-data.
+
+Properties ``landcover:*`` record the checkpoint, the model's sha256 and the fingerprint of
+model and options. ``datetime`` (and ``created``) is when the job wrote the collection; the
+imagery's acquisition date is not known to landcover.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Any
+
+import pystac
+from pystac.extensions.classification import Classification, ClassificationExtension
+from pystac.extensions.projection import ProjectionExtension
+from pystac.extensions.raster import DataType, RasterBand, RasterExtension, Sampling
+from rasterio.warp import transform as transform_points
+
+from landcover import storage
+from landcover.classes import ClassMapping
+from landcover.inference.records import TileRecord
+from landcover.inference.tiles import output_stem
+from landcover.inference.writers import CLASS_NODATA
+
+COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
+_EDGE_POINTS = 21
+
+
+def footprint(record: TileRecord) -> tuple[dict[str, Any], list[float]]:
+    """A tile's footprint in WGS 84: a polygon (edges densified) and its bbox.
+
+    Args:
+        record: A tile with a grid and a CRS.
+
+    Returns:
+        ``(GeoJSON polygon, [west, south, east, north])``.
+    """
+    assert record.grid is not None
+    grid = record.grid
+    cols = [grid.width * i / (_EDGE_POINTS - 1) for i in range(_EDGE_POINTS)]
+    rows = [grid.height * i / (_EDGE_POINTS - 1) for i in range(_EDGE_POINTS)]
+    ring = (
+        [(c, 0.0) for c in cols]
+        + [(float(grid.width), r) for r in rows[1:]]
+        + [(c, float(grid.height)) for c in reversed(cols[:-1])]
+        + [(0.0, r) for r in reversed(rows[:-1])]
+    )
+    affine = grid.affine
+    xs, ys = zip(*(affine * point for point in ring), strict=True)
+    lons, lats = transform_points(grid.rasterio_crs, "EPSG:4326", list(xs), list(ys))
+    coordinates = [[round(x, 9), round(y, 9)] for x, y in zip(lons, lats, strict=True)]
+    polygon = {"type": "Polygon", "coordinates": [coordinates]}
+    bbox = [min(lons), min(lats), max(lons), max(lats)]
+    return polygon, bbox
+
+
+def _relative(url: str) -> str:
+    return "./" + storage.name(url)
+
+
+def tile_item(
+    record: TileRecord,
+    mapping: ClassMapping,
+    prob_dtype: str,
+    properties: dict[str, Any],
+    made: datetime,
+) -> pystac.Item:
+    """The STAC Item of one tile with maps.
+
+    Args:
+        record: The tile (done or skipped, with a grid in a CRS).
+        mapping: The classes.
+        prob_dtype: ``uint8`` or ``float32``.
+        properties: Extra ``landcover:*`` properties.
+        made: When the job wrote the collection.
+
+    Returns:
+        The item.
+    """
+    assert record.grid is not None and record.outputs is not None
+    grid, outputs = record.grid, record.outputs
+    geometry, bbox = footprint(record)
+    item = pystac.Item(
+        id=output_stem(record.tile),
+        geometry=geometry,
+        bbox=bbox,
+        datetime=made,
+        properties={"created": made.isoformat().replace("+00:00", "Z"), **properties},
+    )
+    crs = grid.rasterio_crs
+    assert crs is not None
+    epsg = crs.to_epsg()
+    projection = ProjectionExtension.ext(item, add_if_missing=True)
+    projection.apply(
+        code=f"EPSG:{epsg}" if epsg else None,
+        wkt2=None if epsg else crs.to_wkt(version="WKT2_2019"),
+        bbox=list(grid.bounds),
+        shape=[grid.height, grid.width],
+        transform=list(grid.transform),
+    )
+    resolution = abs(grid.transform[0])
+    class_asset = pystac.Asset(
+        _relative(outputs.class_map),
+        title="Land-cover classes",
+        description=f"Class index per pixel ({', '.join(mapping.names)}); 255: no data",
+        media_type=COG_TYPE,
+        roles=["data"],
+    )
+    prob_asset = pystac.Asset(
+        _relative(outputs.prob_map),
+        title="Class probabilities",
+        description="One band per class, in order: " + ", ".join(mapping.names),
+        media_type=COG_TYPE,
+        roles=["data"],
+    )
+    item.add_asset("class", class_asset)
+    item.add_asset("probabilities", prob_asset)
+    for key, href, title, media_type, role in (
+        ("preview", outputs.preview, "Imagery beside the map", pystac.MediaType.PNG, "overview"),
+        ("stats", outputs.stats, "Pixels per class", pystac.MediaType.JSON, "metadata"),
+    ):
+        if href is not None:
+            asset = pystac.Asset(_relative(href), title=title, media_type=media_type, roles=[role])
+            item.add_asset(key, asset)
+    RasterExtension.ext(class_asset, add_if_missing=True).apply(
+        [
+            RasterBand.create(
+                nodata=CLASS_NODATA,
+                data_type=DataType.UINT8,
+                spatial_resolution=resolution,
+                sampling=Sampling.AREA,
+            )
+        ]
+    )
+    scale = 1 / 255 if prob_dtype == "uint8" else None
+    RasterExtension.ext(prob_asset, add_if_missing=True).apply(
+        [
+            RasterBand.create(
+                data_type=DataType(prob_dtype),
+                spatial_resolution=resolution,
+                sampling=Sampling.AREA,
+                scale=scale,
+            )
+            for _ in mapping.names
+        ]
+    )
+    classes = [
+        Classification.create(
+            value=i, name=spec.name, description=spec.name, color_hint=spec.color[1:].upper()
+        )
+        for i, spec in enumerate(mapping.classes)
+    ]
+    classes.append(
+        Classification.create(
+            value=CLASS_NODATA, name="no_data", description="no data", nodata=True
+        )
+    )
+    ClassificationExtension.ext(class_asset, add_if_missing=True).apply(classes=classes)
+    item.add_link(pystac.Link("derived_from", record.tile, media_type=pystac.MediaType.GEOTIFF))
+    return item
+
+
+def write_item_collection(
+    records: list[TileRecord],
+    out: str,
+    mapping: ClassMapping,
+    prob_dtype: str,
+    properties: dict[str, Any],
+) -> str | None:
+    """Writes ``stac_items.json`` (a STAC ItemCollection) describing every tile with maps.
+
+    Args:
+        records: The job's records (tiles without maps, or without a CRS, are left out).
+        out: The output folder (path or URL).
+        mapping: The classes.
+        prob_dtype: ``uint8`` or ``float32``.
+        properties: ``landcover:*`` properties of every item.
+
+    Returns:
+        The file written, or ``None`` when no tile has maps.
+    """
+    made = datetime.now(timezone.utc).replace(microsecond=0)
+    items = [
+        tile_item(r, mapping, prob_dtype, properties, made)
+        for r in records
+        if r.has_maps and r.grid is not None and r.grid.crs
+    ]
+    if not items:
+        return None
+    collection = pystac.ItemCollection(items, clone_items=False)
+    path = storage.join(out, "stac_items.json")
+    document = collection.to_dict(transform_hrefs=False)
+    storage.write_bytes(path, json.dumps(document, indent=1).encode())
+    return path

@@ -1,0 +1,221 @@
+"""The tiles of a predict job: from paths, globs, folders, list files and manifests.
+
+Every argument of ``landcover predict`` is one of
+
+- a file (path or blob URL);
+- a glob (``"tiles/*.tif"``, ``"az://naip/md/**/*.tif"``);
+- a folder or blob prefix: every image in it and below; when some file names end with the
+  checkpoint's image suffix (``_naip.tif``), only those (so a folder of training pairs gives
+  its images, not its labels), otherwise every ``*.tif``/``*.tiff``;
+- a list file (``@tiles.txt``, or any ``.txt``): one path or URL per line, ``#`` comments;
+- a manifest CSV (``.csv``) with an ``image`` column, as ``landcover train`` reads.
+
+Relative paths in a list file or manifest are relative to its folder. Maps landcover wrote
+(``*_class.tif``, ``*_prob.tif``) are never taken from globs or folders.
+
+:func:`measure_tiles` then reads each local tile's header (its pixel count, and its bands
+against the model's) or each blob's size, and orders the job largest first.
+"""
+
+from __future__ import annotations
+
+import csv
+import glob as globlib
+import io
+import os
+import posixpath
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+from landcover import storage
+from landcover.data.pairs import resolve_entry
+from landcover.data.raster import open_raster
+from landcover.errors import DataError, LandcoverError
+from landcover.storage.urls import protocol
+
+IMAGE_SUFFIXES = (".tif", ".tiff")
+OUTPUT_SUFFIXES = ("_class.tif", "_prob.tif")
+"""Names of the maps landcover writes: never inputs found by a glob or in a folder."""
+
+
+@dataclass(frozen=True)
+class TileEntry:
+    """A tile of the job, measured.
+
+    Attributes:
+        path: Path or URL.
+        cost: Its size, the key of the largest-first order: pixels (local files, from the
+            header) or bytes (blobs, from the listing).
+        error: Why it cannot be predicted (unreadable, wrong bands, missing), if so.
+    """
+
+    path: str
+    cost: int
+    error: str | None = None
+
+
+def output_stem(tile: str) -> str:
+    """The stem of a tile's output names (``m_123.tif`` -> ``m_123``)."""
+    return storage.name(tile).rsplit(".", 1)[0]
+
+
+def _ours(name: str) -> bool:
+    return name.endswith(OUTPUT_SUFFIXES) or name.startswith(".")
+
+
+def _from_glob(pattern: str) -> list[str]:
+    matches = storage.glob(pattern) if storage.is_remote(pattern) else globlib.glob(pattern)
+    found = sorted(m for m in matches if not _ours(storage.name(m)))
+    if not found:
+        raise DataError(f"{pattern}: no files match")
+    return found
+
+
+def _from_folder(folder: str, image_suffix: str) -> list[str]:
+    files = [
+        storage.join(folder, rel)
+        for rel, _ in storage.list_files(folder)
+        if not any(part.startswith(".") for part in rel.split("/"))
+    ]
+    images = [f for f in files if storage.name(f).endswith(image_suffix)]
+    if not images:
+        images = [
+            f
+            for f in files
+            if storage.name(f).lower().endswith(IMAGE_SUFFIXES) and not _ours(storage.name(f))
+        ]
+    if not images:
+        raise DataError(f"{folder}: no *{image_suffix} or *.tif images in this folder")
+    return images
+
+
+def _folder_of(path: str) -> str:
+    return path.rsplit("/", 1)[0] if "/" in path else "."
+
+
+def _from_list(path: str) -> list[str]:
+    if not storage.is_file(path):
+        raise DataError(f"{path}: list file not found")
+    folder = _folder_of(path)
+    tiles = []
+    for line in storage.read_bytes(path).decode().splitlines():
+        entry = line.strip()
+        if entry and not entry.startswith("#"):
+            tiles.append(resolve_entry(folder, entry))
+    if not tiles:
+        raise DataError(f"{path}: lists no tiles")
+    return tiles
+
+
+def _from_manifest(path: str) -> list[str]:
+    if not storage.is_file(path):
+        raise DataError(f"{path}: manifest not found")
+    folder = _folder_of(path)
+    reader = csv.DictReader(io.StringIO(storage.read_bytes(path).decode()))
+    if not reader.fieldnames or "image" not in reader.fieldnames:
+        raise DataError(f"{path}: manifest needs an image column")
+    tiles = []
+    for line, row in enumerate(reader, start=2):
+        image = (row.get("image") or "").strip()
+        if not image:
+            raise DataError(f"{path}: line {line} has an empty image")
+        tiles.append(resolve_entry(folder, image))
+    if not tiles:
+        raise DataError(f"{path}: manifest lists no tiles")
+    return tiles
+
+
+def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]:
+    """Turns ``landcover predict``'s arguments into the job's tiles.
+
+    Args:
+        args: Files, globs, folders, list files (``@list.txt`` or ``.txt``) and manifests
+            (``.csv``); paths or blob URLs.
+        image_suffix: The checkpoint's image file-name suffix (preferred in folders).
+
+    Returns:
+        The tiles, each once, in the order found.
+
+    Raises:
+        DataError: If a glob matches nothing, a folder has no images, a list or manifest is
+            missing or empty, or two tiles would write maps of the same name.
+        StorageError: If listing a blob prefix fails.
+    """
+    tiles: list[str] = []
+    for arg in args:
+        if arg.startswith("@"):
+            tiles += _from_list(arg[1:])
+        elif globlib.has_magic(arg):
+            tiles += _from_glob(arg)
+        elif arg.lower().endswith(".txt"):
+            tiles += _from_list(arg)
+        elif arg.lower().endswith(".csv"):
+            tiles += _from_manifest(arg)
+        elif not arg.lower().endswith(IMAGE_SUFFIXES) and _is_folder(arg):
+            tiles += _from_folder(arg, image_suffix)
+        else:
+            tiles.append(arg)
+    tiles = list(dict.fromkeys(_normalised(t) for t in tiles))
+    seen: dict[str, str] = {}
+    for tile in tiles:
+        stem = output_stem(tile)
+        if stem in seen:
+            raise DataError(
+                f"{seen[stem]} and {tile} would both write {stem}_class.tif: give tiles "
+                "with distinct file names, or predict them into separate --out folders"
+            )
+        seen[stem] = tile
+    return tiles
+
+
+def _normalised(path: str) -> str:
+    """A path or URL without ``.`` and ``..`` segments (blob storage does not resolve them)."""
+    if protocol(path) is None:
+        return os.path.normpath(path)
+    head, rest = path.split("://", 1)
+    return f"{head}://{posixpath.normpath(rest)}" if rest else path
+
+
+def _is_folder(path: str) -> bool:
+    if storage.is_remote(path):
+        return storage.exists(path) and not storage.is_file(path)
+    return os.path.isdir(storage.parse(path).path)
+
+
+def _measure(tile: str, bands: int) -> TileEntry:
+    from landcover.inference.predict import check_bands
+
+    try:
+        if storage.is_remote(tile):
+            try:
+                return TileEntry(tile, storage.stat(tile).size)
+            except storage.StorageNotFoundError:
+                return TileEntry(tile, 0, f"{tile}: file not found")
+        with open_raster(tile) as src:
+            check_bands(src, tile, bands)
+            return TileEntry(tile, src.width * src.height)
+    except LandcoverError as exc:
+        return TileEntry(tile, 0, str(exc))
+
+
+def measure_tiles(tiles: list[str], bands: int, concurrency: int = 16) -> list[TileEntry]:
+    """Measures every tile and orders them largest first.
+
+    Local files: the header is read (pixel count; band count and dtype checked against the
+    model). Blobs: only their size is asked for (a header would mean a download here; the
+    worker that predicts a blob checks it).
+
+    Args:
+        tiles: The tiles.
+        bands: Bands the model expects.
+        concurrency: Headers or sizes read at once.
+
+    Returns:
+        One entry per tile, largest first (ties by path); tiles that cannot be predicted
+        carry their error and come last.
+    """
+    if not tiles:
+        return []
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(tiles))) as pool:
+        entries = list(pool.map(lambda t: _measure(t, bands), tiles))
+    return sorted(entries, key=lambda e: (e.error is not None, -e.cost, e.path))
