@@ -19,6 +19,15 @@ app = typer.Typer(
 data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
 
+TtaOption = Annotated[
+    str,
+    typer.Option(
+        help="Test-time augmentation: average the probabilities of D4 transforms: none, "
+        "d4 (or 8: all), rotations (or 4), flips, 2 (identity + horizontal flip), or "
+        "names, e.g. identity,rot90,hflip."
+    ),
+]
+
 
 @app.command()
 def train(
@@ -137,13 +146,31 @@ def predict(
         str, typer.Option(help="uint8 (probability x 255) or float32.")
     ] = "uint8",
     preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+    tta: TtaOption = "none",
+    prob_compress: Annotated[
+        str,
+        typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
+    ] = "zstd",
 ) -> None:
     """Write georeferenced class maps (COG), probability maps and previews of whole tiles."""
     from landcover.inference.predict import PredictOptions, run_predict
+    from landcover.inference.tta import parse_tta
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
-    options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)
+    if prob_compress not in ("zstd", "deflate"):
+        raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
+    parse_tta(tta)  # a bad value is reported before any work
+    options = PredictOptions(
+        out,
+        overlap,
+        batch_size,
+        window,
+        prob_dtype,
+        preview,
+        tta=tta,
+        prob_compress=prob_compress,
+    )
     run_predict(tiles, checkpoint, options, device, workers)
 
 
@@ -166,11 +193,13 @@ def evaluate(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    tta: TtaOption = "none",
 ) -> None:
     """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png."""
     from landcover.inference.evaluate import run_evaluate
+    from landcover.inference.tta import parse_tta
 
-    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window)
+    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta))
 
 
 @data_app.command("synth")
