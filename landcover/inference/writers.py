@@ -36,6 +36,7 @@ from rasterio.windows import Window
 from landcover.classes import ClassMapping
 from landcover.errors import DataError
 from landcover.fileio import make_temp_beside
+from landcover.inference.overviews import OverviewPyramid
 
 CLASS_NODATA = 255
 """Class-map value where the input has no data."""
@@ -104,6 +105,25 @@ def encode_probs(probs: torch.Tensor, prob_dtype: str) -> tuple[np.ndarray, np.n
     uint8 = prob_dtype == "uint8"
     stored = probs.mul(255.0).round_().to(torch.uint8) if uint8 else probs.float()
     return classes.cpu().numpy(), stored.cpu().numpy()
+
+
+@contextmanager
+def write_errors(label: str) -> Iterator[None]:
+    """Turns GDAL and OS write errors into a one-line DataError naming what was written.
+
+    Args:
+        label: The map (or folder) named in the message.
+
+    Yields:
+        Nothing; wrap the writes.
+
+    Raises:
+        DataError: If a write inside fails.
+    """
+    try:
+        yield
+    except (RasterioError, OSError) as exc:
+        raise DataError(f"{label}: writing the maps failed ({error_reason(exc)})") from None
 
 
 def error_reason(exc: BaseException) -> str:
@@ -207,19 +227,19 @@ class MapWriter:
         self.cls.write_colormap(1, class_colormap(mapping))
         self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
         self.cls.set_band_description(1, "class")
-        self.prob = rasterio.open(
-            self.prob_path,
-            "w",
+        prob_profile = {
             **base,
-            count=len(names),
-            dtype=self.prob_dtype.name,
-            photometric="MINISBLACK",
-        )
+            "count": len(names),
+            "dtype": self.prob_dtype.name,
+            "photometric": "MINISBLACK",
+        }
+        self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
         self.prob.update_tags(
             **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
         )
         for i, name in enumerate(names, start=1):
             self.prob.set_band_description(i, name)
+        self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
 
     def write(self, strip: EncodedStrip) -> None:
         """Writes a strip of rows, with no-data where the input has none.
@@ -236,14 +256,11 @@ class MapWriter:
             invalid = ~strip.valid
             strip.classes[invalid] = CLASS_NODATA
             strip.probs[:, invalid] = 0
-        try:
+        with write_errors(self.label):
             self.cls.write(strip.classes, 1, window=window)
             self.prob.write(strip.probs, window=window)
             self.prob.write_mask(np.where(strip.valid, 255, 0).astype(np.uint8), window=window)
-        except (RasterioError, OSError) as exc:
-            raise DataError(
-                f"{self.label}: writing the maps failed ({error_reason(exc)})"
-            ) from None
+            self.pyramid.add(strip.probs, strip.valid)
 
     def close(self) -> None:
         """Closes the scratch files (flushing them).
@@ -251,13 +268,10 @@ class MapWriter:
         Raises:
             DataError: If GDAL cannot flush the files.
         """
-        try:
+        with write_errors(self.label):
             self.cls.close()
             self.prob.close()
-        except (RasterioError, OSError) as exc:
-            raise DataError(
-                f"{self.label}: writing the maps failed ({error_reason(exc)})"
-            ) from None
+            self.pyramid.close()
 
     def publish(self, class_dst: Path, prob_dst: Path, prob_compress: str = "zstd") -> None:
         """Converts the scratch files to COGs and renames them into place.
@@ -270,13 +284,19 @@ class MapWriter:
         Raises:
             DataError: If a map cannot be written.
         """
+        with write_errors(self.label):
+            self.pyramid.finish()  # the last rows of odd heights
         self.close()
         publish_cog(self.class_path, class_dst, "NEAREST", CLASS_COMPRESSION)
-        publish_cog(self.prob_path, prob_dst, "AVERAGE", PROB_COMPRESSION[prob_compress])
+        source, options = self.prob_path, dict(PROB_COMPRESSION[prob_compress])
+        if self.pyramid.levels:  # the overviews built while writing, copied as they are
+            source = self.pyramid.vrt(self.prob_path, self.prob_path.with_suffix(".vrt"))
+            options["OVERVIEWS"] = "FORCE_USE_EXISTING"
+        publish_cog(source, prob_dst, "AVERAGE", options)
 
 
 def publish_cog(
-    src: Path, dst: Path, resampling: str, compression: dict[str, str] | None = None
+    src: Path, dst: Path, resampling: str, options: dict[str, str] | None = None
 ) -> None:
     """Copies a GeoTIFF to a Cloud Optimized GeoTIFF at ``dst`` atomically.
 
@@ -284,27 +304,25 @@ def publish_cog(
         src: The source GeoTIFF.
         dst: The destination; written under a temporary name in its folder, then renamed.
         resampling: Overview resampling (``NEAREST`` for classes, ``AVERAGE`` for probabilities).
-        compression: COG creation options for the compression (default: DEFLATE).
+        options: COG creation options: compression (default: DEFLATE), overviews.
 
     Raises:
         DataError: If GDAL cannot write the file.
     """
     tmp = make_temp_beside(dst)
     try:
-        rasterio.shutil.copy(
-            src,
-            tmp,
-            driver="COG",
-            **(compression or CLASS_COMPRESSION),
-            BLOCKSIZE="256",
-            OVERVIEW_RESAMPLING=resampling,
-            BIGTIFF="IF_SAFER",
-            NUM_THREADS="ALL_CPUS",  # compression and overviews on every core (~1.7x on 2)
-        )
-        os.replace(tmp, dst)
-    except (RasterioError, OSError) as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise DataError(f"{dst}: writing the map failed ({error_reason(exc)})") from None
+        with write_errors(str(dst)):
+            rasterio.shutil.copy(
+                src,
+                tmp,
+                driver="COG",
+                **(options or CLASS_COMPRESSION),
+                BLOCKSIZE="256",
+                OVERVIEW_RESAMPLING=resampling,
+                BIGTIFF="IF_SAFER",
+                NUM_THREADS="ALL_CPUS",  # compression and overviews on every core (~1.7x on 2)
+            )
+            os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
