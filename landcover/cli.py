@@ -46,6 +46,15 @@ RdzvEndpoint = Annotated[
 ]
 RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
 
+TtaOption = Annotated[
+    str,
+    typer.Option(
+        help="Test-time augmentation: average the probabilities of D4 transforms: none, "
+        "d4 (or 8: all), rotations (or 4), flips, 2 (identity + horizontal flip), or "
+        "names, e.g. identity,rot90,hflip."
+    ),
+]
+
 
 @app.command()
 def train(
@@ -186,6 +195,11 @@ def predict(
         int | None,
         typer.Option(help="Restarts after a worker fails; restarted workers skip done tiles."),
     ] = None,
+    tta: TtaOption = "none",
+    prob_compress: Annotated[
+        str,
+        typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
+    ] = "zstd",
 ) -> None:
     """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
 
@@ -194,9 +208,13 @@ def predict(
     from landcover.config import run_settings
     from landcover.inference.job import JobOptions, run_predict_job
     from landcover.inference.predict import PredictOptions
+    from landcover.inference.tta import parse_tta
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
+    if prob_compress not in ("zstd", "deflate"):
+        raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
+    parse_tta(tta)  # a bad value is reported before any work
     launch = run_settings(
         "predict",
         workers=workers,
@@ -209,7 +227,16 @@ def predict(
         max_restarts=max_restarts,
         device=device,
     )
-    options = PredictOptions(out, overlap, batch_size, window, prob_dtype, preview)
+    options = PredictOptions(
+        out,
+        overlap,
+        batch_size,
+        window,
+        prob_dtype,
+        preview,
+        tta=tta,
+        prob_compress=prob_compress,
+    )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
     run_predict_job(tiles, checkpoint, options, job, device, launch)
 
@@ -233,11 +260,13 @@ def evaluate(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    tta: TtaOption = "none",
 ) -> None:
     """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png."""
     from landcover.inference.evaluate import run_evaluate
+    from landcover.inference.tta import parse_tta
 
-    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window)
+    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta))
 
 
 @data_app.command("synth")

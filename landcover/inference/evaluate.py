@@ -142,6 +142,7 @@ def evaluate_pairs(
     overlap: int | None,
     batch_size: int | None,
     window: int | None = None,
+    tta: tuple[str, ...] = ("identity",),
 ) -> dict[str, Any]:
     """Evaluates a model on labelled tiles and writes the metrics files.
 
@@ -152,6 +153,7 @@ def evaluate_pairs(
         overlap: Window overlap (default: a quarter of the patch size).
         batch_size: Windows per forward pass (default: from a pixel budget).
         window: Window size (default: four training patches, at most 1024 px).
+        tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
 
     Returns:
         The metrics written to ``metrics.json``.
@@ -167,6 +169,7 @@ def evaluate_pairs(
         im.prepare,
         im.device,
         im.autocast_dtype,
+        tta,
     )
     mapping: ClassMapping = im.mapping
     k = mapping.num_classes
@@ -188,6 +191,7 @@ def evaluate_pairs(
             "checkpoint": im.checkpoint,
             "epoch": im.epoch,
             "tiles": per_tile,
+            "tta": list(tta),
             "pixels": int(total.sum()),
             "seconds": time.perf_counter() - start,
         }
@@ -237,6 +241,7 @@ def run_evaluate(
     batch_size: int | None,
     device: str,
     window: int | None = None,
+    tta: tuple[str, ...] = ("identity",),
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -248,6 +253,7 @@ def run_evaluate(
         batch_size: Windows per forward pass (default: from a pixel budget).
         device: ``auto``, ``cpu`` or ``cuda``.
         window: Window size (default: four training patches, at most 1024 px).
+        tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
 
     Returns:
         The metrics.
@@ -263,7 +269,7 @@ def run_evaluate(
         pairs = [pair for pair, _ in read_manifest(data)]
     else:
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
-    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window)
+    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta)
     print_metrics_table(metrics)
     log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)
     return metrics

@@ -11,21 +11,33 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor, wait
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import rasterio
+import torch
+from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover import storage
 from landcover.data.raster import open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
+from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
-from landcover.inference.writers import MapWriter, scratch_folder
+from landcover.inference.tta import parse_tta
+from landcover.inference.writers import (
+    EncodedStrip,
+    MapWriter,
+    encode_probs,
+    error_reason,
+    scratch_folder,
+)
 
 log = logging.getLogger("landcover")
 
@@ -42,6 +54,8 @@ class PredictOptions:
         prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
         preview: Write the preview PNG.
         log_every_s: Seconds between progress lines.
+        tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
+        prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
         tags: Extra metadata tags written into both maps (a job's fingerprint).
     """
 
@@ -52,6 +66,8 @@ class PredictOptions:
     prob_dtype: str = "uint8"
     preview: bool = True
     log_every_s: float = 10.0
+    tta: str = "none"
+    prob_compress: str = "zstd"
     tags: dict[str, str] = field(default_factory=dict)
 
 
@@ -81,9 +97,8 @@ GDAL_CACHE_MB = 256
 def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict[str, Any]:
     """Predicts one tile and writes its maps; the tile and the output folder may be blob URLs.
 
-    A remote tile is downloaded to a local scratch file first (windowed reads need a file);
-    maps for a remote folder are made in a local scratch folder and each uploaded whole (one
-    block-blob commit, so a reader never sees a partial map).
+    The maps exist (published under their final names) when this returns. To overlap the
+    publishing of one tile's maps with the next tile's prediction, use :class:`TileMapper`.
 
     Args:
         tile: The image: a path or URL.
@@ -94,104 +109,233 @@ def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict
         A summary: paths, size, seconds and megapixels per second.
 
     Raises:
-        DataError: If the tile is missing, not a raster, or has the wrong bands.
+        DataError: If the tile is missing, not a raster, has the wrong bands, or cannot be
+            read or written.
         StorageError: If a download or upload fails after bounded retries.
     """
-    out = str(options.out)
-    if not storage.is_remote(tile) and not storage.is_remote(out):
-        return _predict_local(tile, tile, im, options, Path(out))
-    with tempfile.TemporaryDirectory(prefix="landcover-predict-") as work:
-        local_tile = tile
-        if storage.is_remote(tile):
-            if not storage.is_file(tile):
-                raise DataError(f"{tile}: file not found")
-            local_tile = str(Path(work, "input", storage.name(tile)))
-            storage.download_file(tile, local_tile)
-        local_out = Path(work, "out") if storage.is_remote(out) else Path(out)
-        summary = _predict_local(tile, local_tile, im, options, local_out)
-        if storage.is_remote(out):
-            for key in ("class", "prob", "preview"):
-                if summary[key] is not None:
-                    url = storage.join(out, Path(summary[key]).name)
-                    storage.upload_file(summary[key], url)
-                    summary[key] = url
-        return summary
+    with TileMapper(im, options) as mapper:
+        return mapper.submit(tile).result()
 
 
-def _predict_local(
-    tile: str, local_tile: str, im: InferenceModel, options: PredictOptions, out: Path
-) -> dict[str, Any]:
-    """Predicts a local tile file into a local folder (``tile`` names it in tags and logs)."""
-    start = time.perf_counter()
-    cfg = im.config
-    window, overlap, batch = resolve_geometry(
-        cfg.data.patch_size, options.window, options.overlap, options.batch_size
-    )
-    stem = storage.name(tile).rsplit(".", 1)[0]
-    class_dst, prob_dst = out / f"{stem}_class.tif", out / f"{stem}_prob.tif"
-    predictor = SlidingWindowPredictor(
-        im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype
-    )
-    with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
-        check_bands(src, tile, im.bands)
-        height, width = src.height, src.width
-        log.info(
-            "%s: %d x %d px, %.2f m pixels, %s", tile, width, height, abs(src.transform.a), src.crs
+class TileMapper:
+    """Predicts tiles one after another and publishes their maps in the background.
+
+    :meth:`submit` predicts a tile in the calling thread (the device's thread), reading ahead
+    and writing behind in two more threads (:func:`~landcover.inference.pipeline.run_pipelined`),
+    into uncompressed scratch files. The slow rest of a tile's work (COG compression and
+    overviews, the preview, an upload) goes to a publisher thread and overlaps the next
+    tile's prediction; at most one tile waits there, so scratch space stays at two tiles.
+    A tile's maps exist once its future is done; :meth:`close` (or leaving the ``with``
+    block) waits for every tile.
+
+    A remote tile is downloaded to a local scratch file first (windowed reads need a file);
+    maps for a remote folder are made in a local scratch folder and each uploaded whole (one
+    block-blob commit, so a reader never sees a partial map).
+
+    Args:
+        im: The loaded model.
+        options: Output folder (path or URL) and settings.
+    """
+
+    def __init__(self, im: InferenceModel, options: PredictOptions) -> None:
+        self.im = im
+        self.options = options
+        window, overlap, batch = resolve_geometry(
+            im.config.data.patch_size, options.window, options.overlap, options.batch_size
         )
+        self.tta = parse_tta(options.tta)
+        self.predictor = SlidingWindowPredictor(
+            im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype, self.tta
+        )
+        self._publisher = ThreadPoolExecutor(1, thread_name_prefix="landcover-publish")
+        self._pending: list[Future] = []
 
-        def read_rows(a: int, b: int) -> np.ndarray:
-            window = Window(0, a, width, b - a)
-            return np.ascontiguousarray(np.moveaxis(src.read(window=window), 0, -1))
+    def __enter__(self) -> TileMapper:
+        return self
 
-        with scratch_folder(out) as scratch:
-            writer = MapWriter(
-                src,
-                im.mapping,
-                scratch,
-                options.prob_dtype,
-                tags={
-                    "CHECKPOINT": Path(im.checkpoint).name,
-                    "EPOCH": str(im.epoch),
-                    "SOURCE_IMAGE": str(tile),
-                    **options.tags,
-                },
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Waits until every submitted tile's maps are published (or have failed)."""
+        self._publisher.shutdown(wait=True)
+
+    def submit(self, tile: str) -> Future:
+        """Predicts a tile now and publishes its maps in the background.
+
+        Args:
+            tile: The image: a path or URL.
+
+        Returns:
+            A future of the tile's summary (see :func:`predict_tile`); its ``result()`` raises
+            what publishing raised.
+
+        Raises:
+            DataError: If the tile is missing, not a raster, has the wrong bands, or cannot be
+                read, or its maps cannot be written.
+            StorageError: If a download fails after bounded retries.
+        """
+        # at most one tile waits to be published while this one is predicted
+        self._pending = [f for f in self._pending if not f.done()]
+        wait(self._pending[:-1])
+        start = time.perf_counter()
+        out = str(self.options.out)
+        work = ExitStack()  # this tile's scratch files, removed once its maps are published
+        try:
+            local_tile, local_out = tile, Path(out)
+            if storage.is_remote(tile) or storage.is_remote(out):
+                temp = Path(work.enter_context(tempfile.TemporaryDirectory(prefix="lc-predict-")))
+                if storage.is_remote(out):
+                    local_out = temp / "out"
+                if storage.is_remote(tile):
+                    if not storage.is_file(tile):
+                        raise DataError(f"{tile}: file not found")
+                    local_tile = str(temp / "input" / storage.name(tile))
+                    storage.download_file(tile, local_tile)
+            scratch = work.enter_context(scratch_folder(local_out))
+            maps = self._predict_pixels(tile, local_tile, scratch, local_out)
+        except BaseException:
+            work.close()
+            raise
+        future = self._publisher.submit(self._publish, maps, work, start)
+        self._pending.append(future)
+        return future
+
+    def _predict_pixels(self, tile: str, local_tile: str, scratch: Path, out: Path) -> _TileMaps:
+        """Predicts a local tile file into scratch maps, reading, predicting and writing at once."""
+        im, options, predictor = self.im, self.options, self.predictor
+        stem = storage.name(tile).rsplit(".", 1)[0]
+        cuda = im.device.type == "cuda"
+        with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
+            check_bands(src, tile, im.bands)
+            height, width, bands = src.height, src.width, src.count
+            log.info(
+                "%s: %d x %d px, %.2f m pixels, %s",
+                tile,
+                width,
+                height,
+                abs(src.transform.a),
+                src.crs,
             )
+            tags = {
+                "CHECKPOINT": Path(im.checkpoint).name,
+                "EPOCH": str(im.epoch),
+                "SOURCE_IMAGE": str(tile),
+                **options.tags,
+            }
+            if self.tta != ("identity",):
+                tags["TTA"] = ",".join(self.tta)
+            writer = MapWriter(
+                src, im.mapping, scratch, options.prob_dtype, tags, label=str(out / stem)
+            )
+            plan = predictor.plan(height, width)
+            blender = predictor.blender(plan)
+            progress = _Progress(tile, height, width, options.log_every_s)
+
+            def read(i: int) -> tuple[torch.Tensor, np.ndarray]:
+                a, b = plan.rows(i)
+                row, keep = plan.strip(i)
+                rows = np.zeros((plan.window, plan.padded_width, bands), dtype=np.uint8)
+                try:  # GDAL interleaves the bands straight into the padded buffer
+                    src.read(
+                        window=Window(0, a, width, b - a),
+                        out=np.moveaxis(rows[: b - a, :width], -1, 0),
+                    )
+                    valid = src.dataset_mask(window=Window(0, row, width, keep)) > 0
+                except RasterioError as exc:
+                    raise DataError(
+                        f"{tile}: cannot read rows {a}-{b} ({error_reason(exc)})"
+                    ) from None
+                pixels = torch.from_numpy(rows)
+                return (pixels.pin_memory() if cuda else pixels), valid
+
+            def compute(i: int, item: tuple[torch.Tensor, np.ndarray]) -> EncodedStrip | None:
+                pixels, valid = item
+                probs = blender.add(pixels.to(im.device, non_blocking=True))
+                if probs is None:
+                    return None
+                classes, stored = encode_probs(probs, options.prob_dtype)
+                row, keep = plan.strip(i)
+                progress.update(row + keep)
+                return EncodedStrip(row, classes, stored, valid)
+
             try:
-                last = time.perf_counter()
-                for row, probs in predictor.iter_strips(read_rows, height, width):
-                    h = probs.shape[1]
-                    valid = src.dataset_mask(window=Window(0, row, width, h)) > 0
-                    writer.write(row, probs.numpy(), valid)
-                    now = time.perf_counter()
-                    if now - last >= options.log_every_s:
-                        last = now
-                        done = (row + h) / height
-                        rate = (row + h) * width / 1e6 / (now - start)
-                        log.info(
-                            "%s: %3.0f%% %.2f Mpx/s ETA %.0f s",
-                            Path(tile).name,
-                            100 * done,
-                            rate,
-                            (now - start) * (1 - done) / max(done, 1e-9),
-                        )
-                writer.publish(class_dst, prob_dst)
-            finally:
-                writer.close()
-    preview = out / f"{stem}_preview.png"
-    if options.preview:
-        write_preview(local_tile, class_dst, im.mapping, preview)
-    seconds = time.perf_counter() - start
-    mpx = height * width / 1e6
-    log.info(
-        "%s -> %s (%.1f Mpx in %.1f s, %.2f Mpx/s)", tile, class_dst, mpx, seconds, mpx / seconds
-    )
-    return {
-        "tile": tile,
-        "class": str(class_dst),
-        "prob": str(prob_dst),
-        "preview": str(preview) if options.preview else None,
-        "width": width,
-        "height": height,
-        "seconds": seconds,
-        "mpx_per_s": mpx / seconds,
-    }
+                with predictor.evaluating():
+                    run_pipelined(len(plan), read, compute, writer.write)
+            except BaseException:
+                with suppress(DataError):  # the first error is the one to report
+                    writer.close()
+                raise
+        return _TileMaps(tile, local_tile, stem, out, writer, width, height)
+
+    def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> dict[str, Any]:
+        """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
+        with work:
+            class_dst = maps.out / f"{maps.stem}_class.tif"
+            prob_dst = maps.out / f"{maps.stem}_prob.tif"
+            maps.writer.publish(class_dst, prob_dst, self.options.prob_compress)
+            preview = maps.out / f"{maps.stem}_preview.png"
+            if self.options.preview:
+                write_preview(maps.local_tile, class_dst, self.im.mapping, preview)
+            summary: dict[str, Any] = {
+                "tile": maps.tile,
+                "class": str(class_dst),
+                "prob": str(prob_dst),
+                "preview": str(preview) if self.options.preview else None,
+                "width": maps.width,
+                "height": maps.height,
+            }
+            out = str(self.options.out)
+            if storage.is_remote(out):
+                for key in ("class", "prob", "preview"):
+                    if summary[key] is not None:
+                        url = storage.join(out, Path(summary[key]).name)
+                        storage.upload_file(summary[key], url)
+                        summary[key] = url
+        seconds = time.perf_counter() - start
+        mpx = maps.width * maps.height / 1e6
+        log.info(
+            "%s -> %s (%.1f Mpx in %.1f s, %.2f Mpx/s)",
+            maps.tile,
+            summary["class"],
+            mpx,
+            seconds,
+            mpx / seconds,
+        )
+        return {**summary, "seconds": seconds, "mpx_per_s": mpx / seconds}
+
+
+@dataclass
+class _TileMaps:
+    """A tile's maps in scratch files, waiting to be published."""
+
+    tile: str
+    local_tile: str
+    stem: str
+    out: Path
+    writer: MapWriter
+    width: int
+    height: int
+
+
+class _Progress:
+    """Logs a tile's progress every ``every_s`` seconds."""
+
+    def __init__(self, tile: str, height: int, width: int, every_s: float) -> None:
+        self.name = Path(tile).name
+        self.height, self.width, self.every_s = height, width, every_s
+        self.start = self.last = time.perf_counter()
+
+    def update(self, rows_done: int) -> None:
+        now = time.perf_counter()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        done = rows_done / self.height
+        log.info(
+            "%s: %3.0f%% %.2f Mpx/s ETA %.0f s",
+            self.name,
+            100 * done,
+            rows_done * self.width / 1e6 / (now - self.start),
+            (now - self.start) * (1 - done) / max(done, 1e-9),
+        )

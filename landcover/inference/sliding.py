@@ -15,6 +15,8 @@ predicting a large tile needs no more memory than a short one of the same width.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -22,6 +24,8 @@ from torch import nn
 
 from landcover.devices import autocast
 from landcover.errors import ConfigError
+from landcover.inference import tta
+from landcover.inference.tta import TRANSFORMS
 
 RowReader = Callable[[int, int], np.ndarray]
 """Reads image rows ``[start, stop)`` as an ``(stop - start, W, C)`` uint8 array."""
@@ -111,6 +115,84 @@ def resolve_geometry(
     return window, overlap, batch_size
 
 
+@dataclass(frozen=True)
+class StripPlan:
+    """How an image is covered by rows of windows, and which rows each window row finishes.
+
+    Attributes:
+        height: Image height.
+        width: Image width.
+        window: Window size (shrunk for an image smaller than the predictor's window).
+        ys: First image row of each row of windows.
+        xs: First image column of each window in a row.
+    """
+
+    height: int
+    width: int
+    window: int
+    ys: tuple[int, ...]
+    xs: tuple[int, ...]
+
+    def __len__(self) -> int:
+        """Number of rows of windows."""
+        return len(self.ys)
+
+    @property
+    def padded_width(self) -> int:
+        """Width of a row of windows (the image, or one window if the image is narrower)."""
+        return max(self.width, self.window)
+
+    def rows(self, i: int) -> tuple[int, int]:
+        """Image rows ``[start, stop)`` read for window row ``i`` (fewer at the image's end).
+
+        Args:
+            i: The window row.
+
+        Returns:
+            ``(start, stop)``.
+        """
+        return self.ys[i], min(self.ys[i] + self.window, self.height)
+
+    def done(self, i: int) -> int:
+        """Rows of the accumulator that are final after window row ``i`` (then dropped).
+
+        Args:
+            i: The window row.
+
+        Returns:
+            The rows from ``ys[i]`` up to the next window row (or the padded end).
+        """
+        end = self.ys[i + 1] if i + 1 < len(self.ys) else max(self.height, self.window)
+        return end - self.ys[i]
+
+    def strip(self, i: int) -> tuple[int, int]:
+        """The image rows that are final after window row ``i``.
+
+        Args:
+            i: The window row.
+
+        Returns:
+            ``(first row, number of rows)``; the strips of all window rows cover the image's
+            rows exactly once.
+        """
+        return self.ys[i], max(0, min(self.done(i), self.height - self.ys[i]))
+
+    def pad(self, rows: np.ndarray) -> np.ndarray:
+        """Zero-pads rows read for a window row to ``(window, padded_width, C)``.
+
+        Args:
+            rows: ``(h, width, C)`` image rows.
+
+        Returns:
+            A C-contiguous ``(window, padded_width, C)`` array.
+        """
+        h, w = rows.shape[:2]
+        if h < self.window or w < self.padded_width:
+            pad = ((0, self.window - h), (0, self.padded_width - w), (0, 0))
+            return np.pad(rows, pad)
+        return np.ascontiguousarray(rows)
+
+
 class SlidingWindowPredictor:
     """Predicts class probabilities over whole images with blended sliding windows.
 
@@ -122,6 +204,8 @@ class SlidingWindowPredictor:
         prepare: Turns a ``(B, h, w, C)`` uint8 device batch into model input.
         device: The model's device.
         autocast_dtype: Autocast dtype on CUDA (e.g. ``torch.bfloat16``), or ``None``.
+        tta: Test-time augmentation: names of the D4 transforms whose probabilities are
+            averaged (see :mod:`landcover.inference.tta`); the identity alone is none.
     """
 
     def __init__(
@@ -133,6 +217,7 @@ class SlidingWindowPredictor:
         prepare: Callable[[torch.Tensor], torch.Tensor],
         device: torch.device,
         autocast_dtype: torch.dtype | None = None,
+        tta: tuple[str, ...] = ("identity",),
     ) -> None:
         self.model = model
         self.patch = patch_size
@@ -141,26 +226,82 @@ class SlidingWindowPredictor:
         self.prepare = prepare
         self.device = device
         self.autocast_dtype = autocast_dtype
+        self.tta = tuple(TRANSFORMS[name] for name in tta)
         self.weights = blend_weights(patch_size, overlap).to(device)
 
-    def _forward(self, crops: list[np.ndarray], weights: torch.Tensor) -> torch.Tensor:
-        batch = torch.from_numpy(np.stack(crops)).to(self.device, non_blocking=True)
-        with autocast(self.device, self.autocast_dtype):
-            logits = self.model(self.prepare(batch))
-        return torch.softmax(logits.float(), dim=1) * weights
+    def window_probs(self, batch: torch.Tensor) -> torch.Tensor:
+        """Class probabilities of a batch of windows (averaged over the TTA transforms).
 
-    def _fitted_window(self, height: int, width: int) -> int:
-        """The window, shrunk for an image smaller than it (so padding stays small)."""
+        Args:
+            batch: ``(B, p, p, C)`` uint8 windows on the device.
+
+        Returns:
+            ``(B, K, p, p)`` float32 probabilities.
+        """
+        x = self.prepare(batch)
+        if self.tta == (TRANSFORMS["identity"],):
+            with autocast(self.device, self.autocast_dtype):
+                logits = self.model(x)
+            return torch.softmax(logits.float(), dim=1)
+        total: torch.Tensor | None = None
+        for transform in self.tta:
+            xt = tta.apply(x, transform).contiguous(memory_format=torch.channels_last)
+            with autocast(self.device, self.autocast_dtype):
+                logits = self.model(xt)
+            probs = tta.invert(torch.softmax(logits.float(), dim=1), transform)
+            total = probs if total is None else total + probs
+        assert total is not None
+        return total / len(self.tta)
+
+    def plan(self, height: int, width: int) -> StripPlan:
+        """The windows covering an image.
+
+        The window shrinks for an image smaller than it (so padding stays small).
+
+        Args:
+            height: Image height.
+            width: Image width.
+
+        Returns:
+            The plan.
+        """
         step = 32
         extent = -(-max(height, width) // step) * step
         smallest = (2 * self.overlap // step + 1) * step  # keeps overlap < window / 2
-        return min(self.patch, max(extent, smallest))
+        p = min(self.patch, max(extent, smallest))
+        ys = window_starts(max(height, p), p, self.overlap)
+        xs = window_starts(max(width, p), p, self.overlap)
+        return StripPlan(height, width, p, tuple(ys), tuple(xs))
 
-    @torch.no_grad()
+    def blender(self, plan: StripPlan) -> StripBlender:
+        """A blender that turns the rows of windows of ``plan`` into final strips.
+
+        Args:
+            plan: The image's windows.
+
+        Returns:
+            The blender (feed it window rows in order).
+        """
+        return StripBlender(self, plan)
+
+    @contextmanager
+    def evaluating(self) -> Iterator[None]:
+        """Puts the model in eval mode and turns off autograd; restores the mode after."""
+        was_training = self.model.training
+        self.model.eval()
+        try:
+            with torch.no_grad():
+                yield
+        finally:
+            self.model.train(was_training)
+
     def iter_strips(
         self, read_rows: RowReader, height: int, width: int
     ) -> Iterator[tuple[int, torch.Tensor]]:
-        """Yields final probabilities strip by strip, top to bottom.
+        """Yields final probabilities strip by strip, top to bottom, one step at a time.
+
+        Reading, predicting and yielding alternate in the caller's thread (``landcover
+        predict`` overlaps them instead: :mod:`landcover.inference.pipeline`).
 
         Args:
             read_rows: Reads image rows (called once per row of windows).
@@ -171,39 +312,14 @@ class SlidingWindowPredictor:
             ``(row, probs)``: the first image row of the strip and ``(K, h, width)`` float32
             probabilities on the CPU; the strips cover rows ``0..height`` exactly once.
         """
-        was_training = self.model.training
-        self.model.eval()
-        p = self._fitted_window(height, width)
-        weights = (
-            self.weights if p == self.patch else blend_weights(p, self.overlap).to(self.device)
-        )
-        ph, pw = max(height, p), max(width, p)
-        ys = window_starts(ph, p, self.overlap)
-        xs = window_starts(pw, p, self.overlap)
-        acc: torch.Tensor | None = None
-        norm = torch.zeros((p, pw), device=self.device)
-        try:
-            for i, y in enumerate(ys):
-                rows = read_rows(y, min(y + p, height))
-                if rows.shape[0] < p or rows.shape[1] < pw:
-                    rows = np.pad(rows, ((0, p - rows.shape[0]), (0, pw - rows.shape[1]), (0, 0)))
-                for j in range(0, len(xs), self.batch_size):
-                    chunk = xs[j : j + self.batch_size]
-                    probs = self._forward([rows[:, x : x + p] for x in chunk], weights)
-                    if acc is None:
-                        acc = torch.zeros((probs.shape[1], p, pw), device=self.device)
-                    for x, prob in zip(chunk, probs, strict=True):
-                        acc[:, :, x : x + p] += prob
-                        norm[:, x : x + p] += weights
-                assert acc is not None
-                done = (ys[i + 1] if i + 1 < len(ys) else ph) - y
-                keep = min(done, height - y)
-                if keep > 0:
-                    yield y, (acc[:, :keep, :width] / norm[:keep, :width]).cpu()
-                acc = torch.cat([acc[:, done:], torch.zeros_like(acc[:, :done])], dim=1)
-                norm = torch.cat([norm[done:], torch.zeros_like(norm[:done])], dim=0)
-        finally:
-            self.model.train(was_training)
+        plan = self.plan(height, width)
+        blender = self.blender(plan)
+        with self.evaluating():
+            for i in range(len(plan)):
+                rows = torch.from_numpy(plan.pad(read_rows(*plan.rows(i))))
+                probs = blender.add(rows.to(self.device))
+                if probs is not None:
+                    yield plan.strip(i)[0], probs.cpu()
 
     def predict_array(self, image: np.ndarray) -> torch.Tensor:
         """Predicts a whole in-memory image.
@@ -217,3 +333,64 @@ class SlidingWindowPredictor:
         height, width = image.shape[:2]
         strips = [s for _, s in self.iter_strips(lambda a, b: image[a:b], height, width)]
         return torch.cat(strips, dim=1)
+
+
+class StripBlender:
+    """Accumulates the blended probabilities of one image, one row of windows at a time.
+
+    Holds one row of windows' worth of probabilities (``window`` rows x the padded width):
+    after each row of windows, the rows above the next row of windows are final; they are
+    returned and the accumulator shifts up in place.
+
+    Args:
+        predictor: The predictor (model, weights, batch size).
+        plan: The image's windows.
+    """
+
+    def __init__(self, predictor: SlidingWindowPredictor, plan: StripPlan) -> None:
+        self.predictor = predictor
+        self.plan = plan
+        p = plan.window
+        self.weights = (
+            predictor.weights
+            if p == predictor.patch
+            else blend_weights(p, predictor.overlap).to(predictor.device)
+        )
+        self.acc: torch.Tensor | None = None
+        self.norm = torch.zeros((p, plan.padded_width), device=predictor.device)
+        self.row = 0
+
+    def add(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """Predicts the next row of windows and returns the rows it makes final.
+
+        Args:
+            rows: ``(window, padded_width, C)`` uint8 image rows on the device (see
+                :meth:`StripPlan.pad`), for window row ``self.row``.
+
+        Returns:
+            ``(K, h, width)`` float32 probabilities of the strip ``plan.strip(row)`` on the
+            device, or ``None`` when the row finishes no image row.
+        """
+        plan, p, batch = self.plan, self.plan.window, self.predictor.batch_size
+        for j in range(0, len(plan.xs), batch):
+            chunk = plan.xs[j : j + batch]
+            crops = torch.stack([rows[:, x : x + p] for x in chunk])
+            probs = self.predictor.window_probs(crops) * self.weights
+            if self.acc is None:
+                k = probs.shape[1]
+                self.acc = torch.zeros((k, p, plan.padded_width), device=probs.device)
+            for x, prob in zip(chunk, probs, strict=True):
+                self.acc[:, :, x : x + p] += prob
+                self.norm[:, x : x + p] += self.weights
+        assert self.acc is not None
+        _, keep = plan.strip(self.row)
+        out = self.acc[:, :keep, : plan.width] / self.norm[:keep, : plan.width] if keep else None
+        done = plan.done(self.row)
+        rest = p - done
+        if rest > 0:  # the overlap rows carry over; the rest starts again from zero
+            self.acc[:, :rest] = self.acc[:, done:].clone()
+            self.norm[:rest] = self.norm[done:].clone()
+        self.acc[:, rest:] = 0
+        self.norm[rest:] = 0
+        self.row += 1
+        return out
