@@ -5,6 +5,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -534,7 +535,9 @@ def test_a_corrupt_tile_fails_alone(with_corrupt_tile: Path, checkpoint: Path, t
         for r in csv.DictReader((out / "summary.csv").read_text().splitlines())
     }
     assert rows["bad_naip.tif"]["status"] == "failed"
-    assert "bad_naip.tif: not a readable GeoTIFF" in rows["bad_naip.tif"]["error"]
+    # cut off half way: GDAL opens it and fails at the first block that is not there
+    error = rows["bad_naip.tif"]["error"]
+    assert re.search(r"bad_naip\.tif: (not a readable GeoTIFF|cannot read rows)", error), error
     for name in ("a2", "a7", "b1"):
         assert rows[f"{name}_naip.tif"]["status"] == "done"
         assert cog_validate(str(out / f"{name}_naip_class.tif"))[0]

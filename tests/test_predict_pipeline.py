@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import resource
 import subprocess
 import sys
@@ -119,6 +120,15 @@ def truncated_tile(tmp_path: Path) -> Path:
     return cut
 
 
+def assert_no_maps(out: Path, tile: str) -> None:
+    """Only the job's record is left: no map, no preview, no scratch file or folder."""
+    names = sorted(p.name for p in out.iterdir())
+    assert names == ["classes.csv", "logs", "summary.csv", "summary.json"], names
+    assert not [p for p in out.rglob("*") if p.suffix in (".tif", ".png", ".tmp")]
+    tiles = json.loads((out / "summary.json").read_text())["tiles"]
+    assert [(Path(t["tile"]).name, t["status"]) for t in tiles] == [(tile, "failed")]
+
+
 def _landcover_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("landcover-")]
 
@@ -131,14 +141,14 @@ def test_reader_failure_is_one_line_and_leaves_nothing(
         "predict", str(truncated_tile), "--checkpoint", str(checkpoint), "--out", str(out)
     )
     assert_one_line_error(result, "cut.tif", "cannot read rows")
-    assert list(out.iterdir()) == []  # no map, no scratch folder
+    assert_no_maps(out, "cut.tif")
     # in this process: a DataError, and no pipeline thread left running
     im = load_inference_model(checkpoint, "cpu")
     before = _landcover_threads()
     with pytest.raises(DataError, match=r"cut\.tif: cannot read rows"):
         predict_tile(str(truncated_tile), im, PredictOptions(str(out), window=128))
     assert _landcover_threads() == before == []
-    assert list(out.iterdir()) == []
+    assert_no_maps(out, "cut.tif")
 
 
 def _limit_file_size() -> None:
@@ -159,7 +169,7 @@ def test_writer_failure_is_one_line_and_leaves_nothing(checkpoint: Path, tmp_pat
         preexec_fn=_limit_file_size,
     )
     assert_one_line_error(result, "big_naip", "writing the maps failed")
-    assert list(out.iterdir()) == []
+    assert_no_maps(out, "big_naip.tif")
 
 
 def test_mapper_publishes_every_tile_before_close(checkpoint: Path, tmp_path: Path) -> None:

@@ -10,9 +10,10 @@ largest first through the job's store (:mod:`.deal`) until none is left. For eac
 
 - skips it when its outputs are complete for this model and these options
   (:mod:`.outputs`; ``--overwrite`` predicts every tile again);
-- otherwise predicts it (:func:`~landcover.inference.predict.predict_tile`, which writes each
-  map under a temporary name and renames it: a reader never sees half a map), counts its
-  classes and writes ``{stem}_stats.json``;
+- otherwise predicts it (:class:`~landcover.inference.predict.TileMapper`, which writes each
+  map under a temporary name and renames it: a reader never sees half a map, and publishes
+  one tile's maps in the background while it predicts the next), counts its classes as they
+  are written and writes ``{stem}_stats.json``;
 - records a tile that fails (missing, corrupt, wrong bands...) with its one-line error and
   goes on (``--fail-fast``: no worker claims another tile).
 
@@ -30,9 +31,9 @@ import hashlib
 import logging
 import os
 import shutil
-import tempfile
 import time
 import traceback
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -61,7 +62,7 @@ from landcover.inference.outputs import (
     read_stats,
     write_stats,
 )
-from landcover.inference.predict import PredictOptions, predict_tile
+from landcover.inference.predict import PredictOptions, TileMapper
 from landcover.inference.records import ClassCounts, Grid, TileOutputs, TileRecord
 from landcover.inference.stac import write_item_collection
 from landcover.inference.summary import class_totals, write_summary
@@ -315,24 +316,10 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     return grid, counts, outputs
 
 
-def _predict(entry: TileEntry, ctx: _Context) -> _MapsFound:
-    """Predicts a tile; its maps, preview and stats end up in the output folder."""
-    out = str(ctx.options.out)
-    outputs = output_paths(entry.path, out, ctx.options.preview)
-    with tempfile.TemporaryDirectory(prefix="landcover-job-") as stage:
-        local_out = Path(stage) if storage.is_remote(out) else Path(out)
-        result = predict_tile(entry.path, ctx.im, replace(ctx.options, out=str(local_out)))
-        with rasterio.open(result["class"]) as ds:
-            grid = Grid.of(ds)
-        counts = count_classes(result["class"], ctx.im.mapping.num_classes)
-        if storage.is_remote(out):
-            for local, url in (
-                (result["prob"], outputs.prob_map),
-                (result["preview"], outputs.preview),
-                (result["class"], outputs.class_map),
-            ):
-                if local is not None and url is not None:
-                    storage.upload_file(local, url)
+def _settle(result: dict[str, Any], entry: TileEntry, ctx: _Context) -> _MapsFound:
+    """A predicted tile's record: grid and class counts from the writer, ``{stem}_stats.json``."""
+    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview)
+    grid, counts = result["grid"], result["counts"]
     write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
     return grid, counts, outputs
 
@@ -350,27 +337,21 @@ def _error_line(exc: Exception, tile: str) -> str:
     return message if tile in message else f"{tile}: {message}"
 
 
-def run_tile(entry: TileEntry, index: int, ctx: _Context) -> TileRecord:
-    """Skips, predicts or fails one tile; a failure is one log line and a ``failed`` record.
+def _failed(
+    entry: TileEntry, index: int, ctx: _Context, exc: Exception, start: float
+) -> TileRecord:
+    """A ``failed`` record and its one log line."""
+    message = _error_line(exc, entry.path)
+    log.error("tile %d of %d failed: %s", index + 1, ctx.total, message)
+    return TileRecord(
+        entry.path, index, "failed", ctx.rank, time.perf_counter() - start, error=message
+    )
 
-    Args:
-        entry: The tile.
-        index: Its position in the job's order.
-        ctx: The worker's model, options and fingerprint.
 
-    Returns:
-        The tile's record.
-    """
-    start = time.perf_counter()
-    try:
-        found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
-        status = "skipped" if found else "done"
-        grid, counts, outputs = found or _predict(entry, ctx)
-    except Exception as exc:
-        message = _error_line(exc, entry.path)
-        log.error("tile %d of %d failed: %s", index + 1, ctx.total, message)
-        seconds = time.perf_counter() - start
-        return TileRecord(entry.path, index, "failed", ctx.rank, seconds, error=message)
+def _record(
+    entry: TileEntry, index: int, ctx: _Context, status: str, found: _MapsFound, start: float
+) -> TileRecord:
+    grid, counts, outputs = found
     return TileRecord(
         entry.path,
         index,
@@ -384,18 +365,60 @@ def run_tile(entry: TileEntry, index: int, ctx: _Context) -> TileRecord:
     )
 
 
+@dataclass
+class _InFlight:
+    """A tile whose pixels are predicted and whose maps are being published."""
+
+    entry: TileEntry
+    index: int
+    start: float
+    future: Future
+
+
 def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Context) -> list:
-    """Claims and processes tiles until none is left (or the job stops)."""
-    records = []
-    while (claimed := board.claim()) is not None:
-        index = order[claimed]
-        entry = entries[index]
-        record = run_tile(entry, index, ctx)
+    """Claims and processes tiles until none is left (or the job stops).
+
+    A claimed tile whose outputs are complete is skipped; any other is predicted by a
+    :class:`~landcover.inference.predict.TileMapper`, which publishes its maps (COG
+    compression, overviews, preview, upload) in the background while the next tile is
+    predicted. A tile counts as finished on the board once its maps are published.
+    """
+    records: list[TileRecord] = []
+    in_flight: list[_InFlight] = []
+
+    def finish(record: TileRecord, entry: TileEntry) -> None:
         records.append(record)
         pixels = record.grid.width * record.grid.height if record.grid else 0
         board.finish(record.status, entry.cost, pixels if record.status == "done" else 0)
         if record.status == "failed" and ctx.job.fail_fast:
             board.stop()
+
+    def settle(block: bool) -> None:
+        while in_flight and (block or in_flight[0].future.done()):
+            tile = in_flight.pop(0)
+            try:
+                found = _settle(tile.future.result(), tile.entry, ctx)
+                record = _record(tile.entry, tile.index, ctx, "done", found, tile.start)
+            except Exception as exc:
+                record = _failed(tile.entry, tile.index, ctx, exc, tile.start)
+            finish(record, tile.entry)
+
+    with TileMapper(ctx.im, ctx.options) as mapper:
+        while (claimed := board.claim()) is not None:
+            index = order[claimed]
+            entry = entries[index]
+            start = time.perf_counter()
+            try:
+                found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
+                if found is not None:
+                    finish(_record(entry, index, ctx, "skipped", found, start), entry)
+                else:
+                    future = mapper.submit(entry.path)
+                    in_flight.append(_InFlight(entry, index, start, future))
+            except Exception as exc:
+                finish(_failed(entry, index, ctx, exc, start), entry)
+            settle(block=False)
+        settle(block=True)
     return records
 
 

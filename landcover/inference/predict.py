@@ -29,9 +29,11 @@ from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
+from landcover.inference.records import ClassCounts, Grid
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.inference.writers import (
+    CLASS_NODATA,
     EncodedStrip,
     MapWriter,
     encode_probs,
@@ -209,6 +211,7 @@ class TileMapper:
         with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
             check_bands(src, tile, im.bands)
             height, width, bands = src.height, src.width, src.count
+            grid = Grid.of(src)
             log.info(
                 "%s: %d x %d px, %.2f m pixels, %s",
                 tile,
@@ -266,7 +269,7 @@ class TileMapper:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
-        return _TileMaps(tile, local_tile, stem, out, writer, width, height)
+        return _TileMaps(tile, local_tile, stem, out, writer, width, height, grid)
 
     def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> dict[str, Any]:
         """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
@@ -284,6 +287,11 @@ class TileMapper:
                 "preview": str(preview) if self.options.preview else None,
                 "width": maps.width,
                 "height": maps.height,
+                "grid": maps.grid,
+                "counts": ClassCounts(
+                    [int(n) for n in maps.writer.histogram[: self.im.mapping.num_classes]],
+                    int(maps.writer.histogram[CLASS_NODATA]),
+                ),
             }
             out = str(self.options.out)
             if storage.is_remote(out):
@@ -316,6 +324,7 @@ class _TileMaps:
     writer: MapWriter
     width: int
     height: int
+    grid: Grid
 
 
 class _Progress:

@@ -240,6 +240,8 @@ class MapWriter:
         for i, name in enumerate(names, start=1):
             self.prob.set_band_description(i, name)
         self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
+        self.histogram = np.zeros(256, dtype=np.int64)
+        """Pixels written per class-map value (``CLASS_NODATA`` where the input has no data)."""
 
     def write(self, strip: EncodedStrip) -> None:
         """Writes a strip of rows, with no-data where the input has none.
@@ -256,6 +258,7 @@ class MapWriter:
             invalid = ~strip.valid
             strip.classes[invalid] = CLASS_NODATA
             strip.probs[:, invalid] = 0
+        self.histogram += np.bincount(strip.classes.ravel(), minlength=256)
         with write_errors(self.label):
             self.cls.write(strip.classes, 1, window=window)
             self.prob.write(strip.probs, window=window)
