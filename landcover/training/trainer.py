@@ -44,7 +44,7 @@ from landcover.distributed import (
 from landcover.errors import CheckpointError, DataError, PeerFailureError, TrainingError
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
-from landcover.models import build_model, load_initial_weights
+from landcover.models import build_model, final_stage_warning, load_initial_weights
 from landcover.training import horovod_engine
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import (
@@ -56,6 +56,7 @@ from landcover.training.checkpoint import (
 )
 from landcover.training.communication import LocalSGD, configure_gradient_compression
 from landcover.training.geometry import BatchGeometry
+from landcover.training.health import unlearned_classes, unlearned_message
 from landcover.training.losses import SegmentationLoss
 from landcover.training.metrics import metrics_from_confusion
 from landcover.training.progress import Progress
@@ -282,7 +283,13 @@ class Trainer:
         cfg = self.config
         torch.manual_seed(cfg.run.seed)
         model = build_model(cfg.model, len(cfg.data.bands), self.mapping.num_classes)
-        if cfg.model.weights:
+        narrow = final_stage_warning(cfg.model, self.mapping.num_classes)
+        if narrow and self.env.is_main:
+            log.warning("%s", narrow)
+        resuming = find_resume_checkpoint(self.folder) is not None
+        if cfg.model.weights and resuming:  # the checkpoint's weights replace them anyway
+            log.info("model.weights %r not loaded: resuming from a checkpoint", cfg.model.weights)
+        elif cfg.model.weights:
             log.info(load_initial_weights(model, cfg.model, len(cfg.data.bands)).summary())
         if self.env.distributed and self.device.type == "cuda" and cfg.run.engine == "torch":
             # (torch's SyncBatchNorm needs a torch.distributed group: not under Horovod)
@@ -477,6 +484,7 @@ class Trainer:
                     "val_miou": miou,
                     "val_accuracy": metrics["accuracy"] if metrics else None,
                     "val_iou": metrics["iou"] if metrics else None,
+                    "unlearned": self._unlearned(metrics, done),
                     "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 }
                 if runlog is not None:
@@ -512,6 +520,19 @@ class Trainer:
                 runlog.close()
         self.folder.publish(f"logs/rank{env.rank}.log")
         return record
+
+    def _unlearned(self, metrics: dict | None, done: int) -> list[str] | None:
+        """Classes the model does not predict on the validation tiles, once past the warm-up.
+
+        Logs one warning naming them (see :mod:`landcover.training.health`); ``None`` when
+        there was no validation or the warm-up (at least one epoch) is not over.
+        """
+        if metrics is None or done <= max(1.0, self.config.optim.warmup_epochs):
+            return None
+        names = unlearned_classes(metrics)
+        if names and self.env.is_main:
+            log.warning("%s", unlearned_message(metrics, names, done))
+        return names
 
     def _verify_replicas(self) -> None:
         """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""
