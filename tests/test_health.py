@@ -9,9 +9,9 @@ import numpy as np
 import rasterio
 
 from landcover.config import ModelConfig
+from landcover.metrics import metrics_from_confusion
 from landcover.models import final_stage_warning
 from landcover.training.health import unlearned_classes, unlearned_message
-from landcover.training.metrics import metrics_from_confusion
 
 from conftest import run_cli, train_args
 

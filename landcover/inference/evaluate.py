@@ -27,7 +27,7 @@ from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
-from landcover.training.metrics import confusion_matrix, metrics_from_confusion
+from landcover.metrics import confusion_matrix, metrics_from_confusion
 
 log = logging.getLogger("landcover")
 

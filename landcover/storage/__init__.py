@@ -6,7 +6,7 @@ Every path or URL form (a plain path, ``file://``, ``az://container/prefix``,
 environment only (:mod:`~landcover.storage.credentials`); transient errors are retried for a
 bounded time (:mod:`~landcover.storage.retry`); writes are atomic and downloads checked
 (:mod:`~landcover.storage.io`); remote objects can be cached on local disk
-(:mod:`~landcover.storage.cache`); folders are copied in parallel by
+(:mod:`~landcover.storage.cache`) and many read at once (:mod:`~landcover.storage.fetch`); folders are copied in parallel by
 :mod:`~landcover.storage.transfer` (``landcover data upload`` / ``download``).
 
 Every failure is a one-line :class:`StorageError` (a :class:`~landcover.errors.LandcoverError`).
@@ -15,19 +15,17 @@ Every failure is a one-line :class:`StorageError` (a :class:`~landcover.errors.L
 from landcover.storage.cache import cached_read
 from landcover.storage.credentials import HOW_TO_SET, AzureAuth, azure_auth
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
+from landcover.storage.fetch import Fetched, fetch_many, read_many
 from landcover.storage.filesystems import filesystem
 from landcover.storage.io import (
-    Fetched,
     ObjectInfo,
     download_file,
     exists,
-    fetch_many,
     glob,
     is_file,
     list_files,
     listdir,
     read_bytes,
-    read_many,
     remove,
     stat,
     upload_file,

@@ -44,6 +44,7 @@ from landcover.distributed import (
 from landcover.errors import CheckpointError, DataError, PeerFailureError, TrainingError
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.logs import setup_logging
+from landcover.metrics import metrics_from_confusion
 from landcover.models import build_model, final_stage_warning, load_initial_weights
 from landcover.training import horovod_engine
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
@@ -58,7 +59,6 @@ from landcover.training.communication import LocalSGD, configure_gradient_compre
 from landcover.training.geometry import BatchGeometry
 from landcover.training.health import unlearned_classes, unlearned_message
 from landcover.training.losses import SegmentationLoss
-from landcover.training.metrics import metrics_from_confusion
 from landcover.training.progress import Progress
 from landcover.training.runfolder import RunFolder
 from landcover.training.runlog import RunLog

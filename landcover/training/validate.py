@@ -7,7 +7,7 @@ import torch
 from landcover.data.raster import TileArrays
 from landcover.distributed import all_reduce_sum
 from landcover.inference.sliding import SlidingWindowPredictor
-from landcover.training.metrics import confusion_matrix
+from landcover.metrics import confusion_matrix
 
 
 def validation_confusion(
