@@ -49,17 +49,17 @@ from rio_cogeo.cogeo import cog_validate
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, write_results
 
+from landcover.checkpoint import Checkpoint
 from landcover.config import load_config
 from landcover.data.pairs import discover_pairs
 from landcover.data.synthetic import synthesize_scene, write_pair, write_synthetic_dataset
-from landcover.devices import autocast
 from landcover.fileio import atomic_write_bytes
 from landcover.inference.evaluate import evaluate_pairs
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.models import build_model
-from landcover.training.checkpoint import checkpoint_state, serialize
+from landcover.parallel.devices import autocast
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GOAL = 1.5
@@ -74,7 +74,7 @@ def make_checkpoint(config_file: Path, folder: Path) -> Path:
     torch.manual_seed(0)
     model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
     path = folder / f"{config_file.stem}.pt"
-    atomic_write_bytes(path, serialize(checkpoint_state(model, config.to_dict())))
+    atomic_write_bytes(path, Checkpoint(model.state_dict(), config.to_dict()).serialize())
     return path
 
 

@@ -359,7 +359,7 @@ def model_samples_per_s(
     from landcover.config import load_config
     from landcover.models import build_model
     from landcover.training.losses import SegmentationLoss
-    from landcover.training.trainer import accumulation_step, build_optimizer
+    from landcover.training.step import accumulation_step, build_optimizer
 
     config = load_config(config_file)
     classes = config.data.classes.num_classes

@@ -152,7 +152,7 @@ class OursLoop:
         from landcover.data.pairs import discover_pairs
         from landcover.data.sampler import PatchSampler
         from landcover.training.losses import SegmentationLoss
-        from landcover.training.trainer import build_optimizer
+        from landcover.training.step import build_optimizer
 
         cfg = config.data
         self.config = config
@@ -199,7 +199,7 @@ class OursLoop:
         """One training step on the next batch (as ``Trainer._train_epoch`` takes it)."""
         from landcover.training.geometry import BatchGeometry
         from landcover.training.schedule import lr_at
-        from landcover.training.trainer import train_step
+        from landcover.training.step import train_step
 
         optim = self.config.optim
         for group in self.optimizer.param_groups:
@@ -222,7 +222,7 @@ class BareLoop:
     def __init__(self, config: Config) -> None:
         from landcover.data.normalize import BandNormalizer
         from landcover.training.losses import SegmentationLoss
-        from landcover.training.trainer import build_optimizer
+        from landcover.training.step import build_optimizer
 
         cfg, optim = config.data, config.optim
         self.config = config
@@ -240,7 +240,7 @@ class BareLoop:
         """One training step on the in-memory batch."""
         from landcover.training.geometry import BatchGeometry
         from landcover.training.schedule import lr_at
-        from landcover.training.trainer import train_step
+        from landcover.training.step import train_step
 
         optim = self.config.optim
         for group in self.optimizer.param_groups:

@@ -353,22 +353,6 @@ class RunConfig(_Section):
                 "run.local_sgd_period sends no gradients, so it cannot be combined with "
                 "run.grad_compression"
             )
-        if self.engine == "horovod" and self.grad_compression == "powersgd":
-            raise ValueError(
-                "--grad-compression powersgd is a DDP communication hook of the torch engine; "
-                "Horovod offers none or fp16"
-            )
-        if self.engine == "horovod" and self.max_restarts:
-            raise ValueError(
-                "run.max_restarts needs the torch engine (torchrun's elastic agent); with "
-                "Horovod, rerun the same command to resume from the last checkpoint"
-            )
-        if self.engine == "horovod" and self.nnodes > 1:
-            raise ValueError(
-                "--nnodes is for the torch engine; for a multi-node Horovod job, run "
-                "'landcover train --engine horovod ...' under horovodrun -H host1:K,host2:K "
-                "(or mpirun)"
-            )
         if self.nnodes == 1:
             return self
         if self.rdzv_endpoint is None:

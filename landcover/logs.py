@@ -6,7 +6,7 @@ import logging
 import sys
 from pathlib import Path
 
-from landcover.distributed import DistEnv
+from landcover.parallel.env import DistEnv
 
 
 def setup_logging(env: DistEnv, out: str | None) -> None:

@@ -13,17 +13,22 @@ import sys
 import torch
 from torch import nn
 
-from landcover.config import LossConfig
+from landcover.config import LossConfig, RunConfig
 from landcover.models import build_model
-from landcover.training import horovod_engine
+from landcover.parallel.env import env_from_environ
+from landcover.parallel.horovod_engine import HorovodEngine
 from landcover.training.losses import SegmentationLoss
-from landcover.training.trainer import train_step
+from landcover.training.step import train_step
 
 from ddp_helpers import TINY_MODEL
 
 
 def main(batch_path: str, out_path: str) -> None:
-    rank, size, _, _ = horovod_engine.init_horovod()
+    env = env_from_environ()
+    assert env is not None
+    rank, size = env.rank, env.world_size
+    engine, run = HorovodEngine(), RunConfig()
+    engine.join(env, run, torch.device("cpu"))
     torch.set_num_threads(1)
     try:
         torch.manual_seed(rank)  # different starting weights: the broadcast must fix them
@@ -32,8 +37,9 @@ def main(batch_path: str, out_path: str) -> None:
         for module in model.modules():
             if isinstance(module, nn.modules.batchnorm._BatchNorm):
                 module.eval()
-        optimizer = horovod_engine.distributed_optimizer(
-            torch.optim.SGD(model.parameters(), lr=0.5), model, "none", 1
+        replica = engine.replicate(model, env, run, torch.device("cpu"))
+        optimizer = engine.distribute_optimizer(
+            torch.optim.SGD(model.parameters(), lr=0.5), replica, 1, run
         )
         if rank != 0:
             torch.manual_seed(0)
@@ -44,7 +50,7 @@ def main(batch_path: str, out_path: str) -> None:
                     model.state_dict().values(), reference.state_dict().values(), strict=True
                 )
             )
-        horovod_engine.broadcast_state(model, optimizer, resumed=False)
+        engine.broadcast_initial(model, optimizer, resumed=False)
         criterion = SegmentationLoss(LossConfig(), 6)
         batch = torch.load(batch_path, weights_only=True)
         per_rank = 4 // size
@@ -53,7 +59,7 @@ def main(batch_path: str, out_path: str) -> None:
         if rank == 0:
             torch.save(model.state_dict(), out_path)
     finally:
-        horovod_engine.shutdown_horovod()
+        engine.leave()
 
 
 if __name__ == "__main__":

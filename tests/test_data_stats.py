@@ -433,13 +433,13 @@ def test_more_workers_than_tiles_count_each_tile_once(tiny_config: Path, tmp_pat
 
 
 def test_checkpoint_without_stats_is_refused(tmp_path: Path) -> None:
-    from landcover.training.checkpoint import checkpoint_state, serialize
+    from landcover.checkpoint import Checkpoint
 
     config = load_config(None, {"model.encoder": "resnet18"})
     assert config.data.mean == "auto"
     model = build_model(config.model, 4, len(NAMES))
     path = tmp_path / "auto.pt"
-    path.write_bytes(serialize(checkpoint_state(model, config.to_dict())))
+    path.write_bytes(Checkpoint(model.state_dict(), config.to_dict()).serialize())
     image, label = synthesize_scene(64, 64, np.random.default_rng(1))
     tile, _ = write_pair(tmp_path, "t", image, label, (400_000.0, 4_300_000.0))
     result = run_cli("predict", str(tile), "--checkpoint", str(path), "--out", str(tmp_path / "o"))

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from landcover.errors import LandcoverError
-from landcover.launch import launch_workers
+from landcover.parallel.launch import launch_workers
 
 from ddp_helpers import crash, make_batch, one_step
 

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from landcover.distributed import DistEnv, env_from_environ
+from landcover.parallel.env import DistEnv, env_from_environ
 
 from conftest import REPO
 

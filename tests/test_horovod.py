@@ -19,7 +19,7 @@ import pytest
 import rasterio
 import torch
 
-from landcover.launch import launch_workers
+from landcover.parallel.launch import launch_workers
 
 from conftest import REPO, assert_one_line_error, replica_digest, run_cli, train_args
 from ddp_helpers import make_batch, one_step

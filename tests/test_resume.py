@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from landcover.training.checkpoint import load_checkpoint
+from landcover.checkpoint import load_checkpoint
 
 from conftest import run_cli, start_cli, wait_for_log
 
@@ -39,7 +39,7 @@ def test_sigkill_during_epoch_two_then_resume(
     wait_for_log(rank0, "epoch 2/3 step", proc, poll=0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait(timeout=30)
-    assert load_checkpoint(last)["epoch"] == 1
+    assert load_checkpoint(last).epoch == 1
 
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
@@ -50,11 +50,11 @@ def test_sigkill_during_epoch_two_then_resume(
     assert not [p for p in ckpts if p.suffix != ".pt"], ckpts  # no temporary left behind
     for path in ckpts:
         load_checkpoint(path)
-    assert load_checkpoint(last)["epoch"] == 3
+    assert load_checkpoint(last).epoch == 3
 
     # a 2-worker run resumes with one worker up to a new total
     more = run_cli(*args[:-4], "--epochs", "4", "--workers", "1")
     assert more.returncode == 0, more.stderr
     assert "trained with 2 workers, now 1" in more.stderr
     state = load_checkpoint(last)
-    assert state["epoch"] == 4 and state["workers"] == 1
+    assert state.epoch == 4 and state.workers == 1

@@ -9,8 +9,8 @@ import pytest
 import torch
 import yaml
 
+from landcover.checkpoint import load_checkpoint
 from landcover.inference.loader import load_inference_model
-from landcover.training.checkpoint import load_checkpoint
 
 from conftest import run_cli, train_args
 
@@ -98,7 +98,7 @@ def test_two_workers_train_three_epochs(tiny_data: Path, tiny_config: Path, tmp_
     assert list((run / "tensorboard").glob("events.out.tfevents.*"))
     for name in ("last.pt", "best.pt", "epoch-0001.pt", "epoch-0003.pt"):
         state = load_checkpoint(run / "checkpoints" / name)
-        assert state["config"]["data"]["classes"]["name"] == "chesapeake7"
+        assert state.config["data"]["classes"]["name"] == "chesapeake7"
     last = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
     assert last["epoch"] == 3
     assert {"model", "optimizer", "scheduler", "rng", "config"} <= set(last)

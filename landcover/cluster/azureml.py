@@ -38,6 +38,7 @@ from landcover.cluster.plan import ClusterPlan
 from landcover.cluster.spec import ClusterError, ClusterSpec, find_secret
 from landcover.config import read_config_tree
 from landcover.fileio import atomic_write_bytes
+from landcover.parallel.engines import DEFAULT_ENGINE, ENGINES
 from landcover.storage.credentials import ENV_ACCOUNT_NAME
 from landcover.storage.urls import protocol
 
@@ -49,7 +50,7 @@ BASE_IMAGE = "mcr.microsoft.com/azureml/openmpi5.0-cuda12.6-ubuntu24.04"
 PYTHON_VERSION = "3.11"
 ENVIRONMENT_NAME = "landcover"
 EXPERIMENT_NAME = "landcover"
-HOROVOD_INSTALL_SCRIPT = "scripts/install-horovod.sh"
+
 _PASS_THROUGH_SCHEMES = ("azureml", "https", "http", "wasbs", "wasb", "abfss", "adl")
 _SOURCE_IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", ".*")
 
@@ -266,8 +267,8 @@ def train_command(
     if with_data:
         parts += ["--data", "${{inputs.data}}"]
     parts += ["--out", "${{outputs.run}}", "--epochs", str(epochs)]
-    if engine == "horovod":
-        parts += ["--engine", "horovod"]
+    if engine != DEFAULT_ENGINE:
+        parts += ["--engine", engine]
     return " && ".join([*setup, " ".join(parts)])
 
 
@@ -388,7 +389,7 @@ def job_spec(
         "compute": f"azureml:{cluster.name}",
         "resources": {"instance_count": plan.nodes},
         "distribution": {
-            "type": "pytorch" if engine == "torch" else "mpi",
+            "type": ENGINES[engine].azureml_distribution,
             "process_count_per_instance": plan.processes_per_node,
         },
         "inputs": inputs,
@@ -480,7 +481,7 @@ def write_azureml(
     """
     if predict is None and (epochs is None or epochs < 1):
         raise ClusterError(f"--epochs must be at least 1, not {epochs}")
-    if predict is not None and engine != "torch":
+    if predict is not None and not ENGINES[engine].maps_regions:
         raise ClusterError("--job predict runs on the torch engine (pytorch distribution)")
     if run_path and find_secret({"run": run_path}):
         raise ClusterError("--run-path carries a secret; give the URI without it")
@@ -546,14 +547,15 @@ def write_azureml(
     context.mkdir(parents=True, exist_ok=True)
     _write_source(root, context / "src")
     _dump(context / "conda.yml", conda_spec(project_dependencies(root)))
-    horovod = engine == "horovod" and (root / HOROVOD_INSTALL_SCRIPT).is_file()
+    script = ENGINES[engine].install_script
+    horovod = script is not None and (root / script).is_file()
     if horovod:
-        shutil.copy2(root / HOROVOD_INSTALL_SCRIPT, context / "install-horovod.sh")
+        shutil.copy2(root / script, context / "install-horovod.sh")
     elif (context / "install-horovod.sh").exists():
         (context / "install-horovod.sh").unlink()
-    if engine == "horovod" and not horovod:
+    if script is not None and not horovod:
         warnings.append(
-            f"the horovod engine needs Horovod in the image, and {HOROVOD_INSTALL_SCRIPT} was "
+            f"the {engine} engine needs Horovod in the image, and {script} was "
             f"not found: add its install step to {context / 'Dockerfile'}"
         )
     atomic_write_bytes(context / "Dockerfile", dockerfile(base_image, horovod).encode())

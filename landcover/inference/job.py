@@ -44,7 +44,6 @@ import torch
 
 from landcover import storage
 from landcover.config import RunConfig
-from landcover.distributed import DistEnv
 from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
 from landcover.inference import jobcomm
@@ -68,6 +67,7 @@ from landcover.inference.stac import write_item_collection
 from landcover.inference.summary import class_totals, write_summary
 from landcover.inference.tiles import TileEntry, measure_tiles, resolve_tiles
 from landcover.logs import setup_logging
+from landcover.parallel.env import DistEnv
 
 log = logging.getLogger("landcover")
 
@@ -178,11 +178,11 @@ def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
         CheckpointError: If the checkpoint cannot be loaded.
         DataError: If the inputs name no tiles, or no tile can be predicted.
     """
+    from landcover.checkpoint import load_checkpoint
     from landcover.config import config_from_dict
-    from landcover.training.checkpoint import load_checkpoint
 
     state = load_checkpoint(checkpoint)
-    data = config_from_dict(state["config"], source=f"{checkpoint}: config").data
+    data = config_from_dict(state.config, source=f"{checkpoint}: config").data
     entries = measure_tiles(resolve_tiles(inputs, data.image_suffix), len(data.bands))
     errors = [e.error for e in entries if e.error]
     if len(errors) == len(entries):

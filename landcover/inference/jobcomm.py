@@ -14,14 +14,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from landcover.config import RunConfig
-from landcover.distributed import (
-    DistEnv,
-    barrier,
-    destroy_process_group,
-    env_from_environ,
-    init_process_group,
-)
 from landcover.errors import PeerFailureError
+from landcover.parallel.collectives import barrier
+from landcover.parallel.env import DistEnv, env_from_environ
+from landcover.parallel.torch_engine import destroy_process_group, init_process_group
 
 
 @contextmanager
@@ -64,7 +60,7 @@ def launch(
     Raises:
         LandcoverError: If a worker fails (and restarts are exhausted) or the rendezvous fails.
     """
-    from landcover.launch import launch_workers
+    from landcover.parallel.launch import launch_workers
 
     return launch_workers(
         worker,

@@ -12,14 +12,14 @@ from pathlib import Path
 import torch
 from torch import nn
 
+from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
 from landcover.data.normalize import BandNormalizer
-from landcover.devices import resolve_device
-from landcover.distributed import DistEnv
 from landcover.errors import CheckpointError
 from landcover.models import build_model
-from landcover.training.checkpoint import load_checkpoint
+from landcover.parallel.devices import choose_precision, resolve_device
+from landcover.parallel.env import DistEnv
 
 
 @dataclass
@@ -74,7 +74,7 @@ def load_inference_model(
         ConfigError: If CUDA is requested but not available.
     """
     state = load_checkpoint(checkpoint)
-    config = config_from_dict(state["config"], source=f"{checkpoint}: config")
+    config = config_from_dict(state.config, source=f"{checkpoint}: config")
     if config.data.stats_auto:
         raise CheckpointError(
             f"{checkpoint}: holds no band statistics (data.mean/std are 'auto'); "
@@ -85,7 +85,7 @@ def load_inference_model(
     )
     model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
     try:
-        model.load_state_dict(state["model"])
+        model.load_state_dict(state.model)
     except (RuntimeError, KeyError) as exc:
         first = str(exc).splitlines()[0][:160]
         raise CheckpointError(
@@ -100,7 +100,7 @@ def load_inference_model(
         config=config,
         device=torch_device,
         prepare=BandNormalizer(config.data.mean, config.data.std, torch_device),
-        autocast_dtype=torch.bfloat16 if cuda and config.run.bf16 else None,
+        autocast_dtype=choose_precision(torch_device, config.run.bf16).autocast_dtype,
         checkpoint=str(checkpoint),
-        epoch=int(state.get("epoch", 0)),
+        epoch=state.epoch,
     )

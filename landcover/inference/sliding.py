@@ -22,10 +22,10 @@ import numpy as np
 import torch
 from torch import nn
 
-from landcover.devices import autocast
 from landcover.errors import ConfigError
 from landcover.inference import tta
 from landcover.inference.tta import TRANSFORMS
+from landcover.parallel.devices import autocast
 
 RowReader = Callable[[int, int], np.ndarray]
 """Reads image rows ``[start, stop)`` as an ``(stop - start, W, C)`` uint8 array."""

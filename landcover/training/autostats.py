@@ -27,7 +27,7 @@ from landcover.config import AUTO, Config
 from landcover.data.raster import TileArrays
 from landcover.data.sharding import counts_once
 from landcover.data.stats import DataStats
-from landcover.distributed import all_reduce_sum
+from landcover.parallel.collectives import all_reduce_sum
 from landcover.training.losses import CLASS_WEIGHT_RANGE, median_frequency_weights
 
 

@@ -1,45 +1,98 @@
-"""Checkpoints: what they hold, atomic writes by rank 0, and safe loading.
+"""Checkpoints in training: each rank's RNG state, atomic writes by rank 0, finding the resume.
 
-A checkpoint is a dict of tensors and plain data only, so it loads with
-``torch.load(..., weights_only=True)``. It holds the model and optimizer state, the schedule's
-position, the epoch, RNG states and the resolved configuration (classes, colours, bands,
-normalisation, patch size), which is all that ``predict`` needs.
+The format itself (the typed :class:`~landcover.checkpoint.Checkpoint` record, saving and safe
+loading) is :mod:`landcover.checkpoint`, shared with inference.
+
+RNG states are kept per rank: rank r restores the state rank r saved, so a resumed run draws
+what it would have drawn. A rank that did not exist when the checkpoint was written (the run
+resumes on more workers) keeps its fresh seeded state. On CUDA each rank saves and restores
+only its own device's generator, so a checkpoint written on an 8-GPU node resumes on a node
+with fewer GPUs (or none).
 """
 
 from __future__ import annotations
 
-import io
 import random
-from pathlib import Path
 from typing import Any
 
 import torch
 
-from landcover.errors import CheckpointError
+from landcover.checkpoint import Checkpoint
+from landcover.parallel.collectives import all_gather_object
 from landcover.training.runfolder import RunFolder
 
-FORMAT = "landcover-checkpoint"
-FORMAT_VERSION = 1
 
+def rng_state(device: torch.device | None = None) -> dict[str, Any]:
+    """Captures this process's Python and torch RNG states (and its own CUDA device's).
 
-def rng_state() -> dict[str, Any]:
-    """Captures the Python and torch RNG states (CPU, and CUDA when present)."""
+    Args:
+        device: The worker's device; a CUDA device adds that device's generator state.
+
+    Returns:
+        The states.
+    """
     state: dict[str, Any] = {"python": random.getstate(), "torch": torch.get_rng_state()}
-    if torch.cuda.is_available():
-        state["cuda"] = torch.cuda.get_rng_state_all()
+    if device is not None and device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
     return state
 
 
-def restore_rng_state(state: dict[str, Any]) -> None:
-    """Restores RNG states captured by :func:`rng_state`.
+def gather_rng_states(device: torch.device | None = None) -> list[dict[str, Any]]:
+    """Every rank's RNG states, by rank (a collective: every worker calls it).
 
     Args:
-        state: The captured states.
+        device: This worker's device.
+
+    Returns:
+        The states of all ranks.
     """
+    return all_gather_object(rng_state(device))
+
+
+def cuda_state_for(state: dict[str, Any], local_rank: int) -> torch.Tensor | None:
+    """The CUDA generator state a rank should restore from its saved states.
+
+    Format 2 saves one device's state (a tensor); format 1 saved every device's of rank 0's
+    node (a list), of which the rank takes its own local device's, if that device existed.
+
+    Args:
+        state: One rank's saved states.
+        local_rank: The restoring worker's local rank.
+
+    Returns:
+        The state, or ``None`` when there is none for this device.
+    """
+    saved = state.get("cuda")
+    if isinstance(saved, torch.Tensor):
+        return saved
+    if isinstance(saved, list | tuple) and local_rank < len(saved):
+        return saved[local_rank]
+    return None
+
+
+def restore_rng_state(
+    states: list[dict[str, Any]], rank: int, device: torch.device | None = None
+) -> bool:
+    """Restores the RNG states this rank saved, if it saved any.
+
+    Args:
+        states: Every rank's saved states, by rank.
+        rank: This worker's global rank.
+        device: This worker's device (CUDA: its generator is restored).
+
+    Returns:
+        Whether a saved state was restored (False for a rank new to the run).
+    """
+    if rank >= len(states):
+        return False
+    state = states[rank]
     random.setstate(_as_tuple(state["python"]))
     torch.set_rng_state(state["torch"])
-    if "cuda" in state and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(state["cuda"])
+    if device is not None and device.type == "cuda":
+        cuda = cuda_state_for(state, device.index or 0)
+        if cuda is not None:
+            torch.cuda.set_rng_state(cuda, device)
+    return True
 
 
 def _as_tuple(value: Any) -> Any:
@@ -48,63 +101,8 @@ def _as_tuple(value: Any) -> Any:
     return value
 
 
-def checkpoint_state(
-    model: torch.nn.Module,
-    config: dict[str, Any],
-    *,
-    optimizer: torch.optim.Optimizer | None = None,
-    epoch: int = 0,
-    best_miou: float = -1.0,
-    workers: int = 1,
-    scheduler: dict[str, Any] | None = None,
-    metrics: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Assembles a checkpoint dict.
-
-    Args:
-        model: The bare model (not a DDP wrapper).
-        config: The resolved configuration as plain data.
-        optimizer: The optimizer, if training is to resume from this checkpoint.
-        epoch: Completed epochs.
-        best_miou: Best validation mIoU so far.
-        workers: Worker count of the run that wrote it.
-        scheduler: The schedule's position.
-        metrics: The epoch's metrics record.
-
-    Returns:
-        The checkpoint, ready for :func:`serialize`.
-    """
-    return {
-        "format": FORMAT,
-        "format_version": FORMAT_VERSION,
-        "model": model.state_dict(),
-        "optimizer": optimizer.state_dict() if optimizer is not None else {},
-        "scheduler": scheduler or {},
-        "epoch": epoch,
-        "best_miou": best_miou,
-        "workers": workers,
-        "rng": rng_state(),
-        "metrics": metrics or {},
-        "config": config,
-    }
-
-
-def serialize(state: dict[str, Any]) -> bytes:
-    """Serialises a checkpoint dict with ``torch.save``.
-
-    Args:
-        state: The checkpoint.
-
-    Returns:
-        Its bytes.
-    """
-    buffer = io.BytesIO()
-    torch.save(state, buffer)
-    return buffer.getvalue()
-
-
 def write_epoch_checkpoints(
-    folder: RunFolder, state: dict[str, Any], epoch: int, is_best: bool, keep_last: int
+    folder: RunFolder, checkpoint: Checkpoint, epoch: int, is_best: bool, keep_last: int
 ) -> None:
     """Writes ``epoch-NNNN.pt``, ``last.pt`` and (if best) ``best.pt``, each atomically.
 
@@ -112,12 +110,12 @@ def write_epoch_checkpoints(
 
     Args:
         folder: The run folder (local or remote).
-        state: The checkpoint.
+        checkpoint: The checkpoint.
         epoch: Completed epochs.
         is_best: Whether this is the best validation mIoU so far.
         keep_last: Per-epoch checkpoints to keep.
     """
-    data = serialize(state)
+    data = checkpoint.serialize()
     if keep_last > 0:
         folder.write_checkpoint(f"epoch-{epoch:04d}.pt", data)
     folder.write_checkpoint("last.pt", data)
@@ -126,39 +124,6 @@ def write_epoch_checkpoints(
     epochs = [n for n in folder.checkpoint_names() if n.startswith("epoch-")]
     for old in epochs[: max(0, len(epochs) - keep_last)]:
         folder.remove_checkpoint(old)
-
-
-def load_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Loads a landcover checkpoint safely (``weights_only=True``) onto the CPU.
-
-    Args:
-        path: The checkpoint: a path or a blob URL.
-
-    Returns:
-        The checkpoint dict.
-
-    Raises:
-        CheckpointError: If the file is missing, corrupt, or not a landcover checkpoint.
-        StorageError: If reading a remote checkpoint fails after bounded retries.
-    """
-    from landcover import storage
-
-    if not storage.is_file(path):
-        raise CheckpointError(f"{path}: checkpoint not found")
-    data = storage.read_bytes(path)
-    try:
-        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
-    except Exception as exc:  # torch raises many types for corrupt or foreign files
-        reason = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
-        raise CheckpointError(f"{path}: not a loadable checkpoint ({reason})") from None
-    if not isinstance(state, dict) or state.get("format") != FORMAT:
-        raise CheckpointError(f"{path}: not a landcover checkpoint (no '{FORMAT}' marker)")
-    if state.get("format_version", 0) > FORMAT_VERSION:
-        raise CheckpointError(
-            f"{path}: checkpoint format {state['format_version']} is newer than this "
-            f"landcover understands ({FORMAT_VERSION}); upgrade landcover"
-        )
-    return state
 
 
 def find_resume_checkpoint(folder: RunFolder) -> str | None:

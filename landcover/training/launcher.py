@@ -9,7 +9,6 @@ one worker.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 
 from landcover import storage
@@ -17,11 +16,12 @@ from landcover.config import Config
 from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.data.sample import data_root
-from landcover.distributed import DistEnv, env_from_environ
 from landcover.errors import LandcoverError
-from landcover.launch import launch_workers, report_worker_error
 from landcover.logs import setup_logging
-from landcover.training.trainer import run_worker, worker_entry
+from landcover.parallel.engines import engine_for
+from landcover.parallel.env import DistEnv, env_from_environ
+from landcover.parallel.launch import report_worker_error
+from landcover.training.worker import run_worker, worker_entry
 
 log = logging.getLogger("landcover")
 
@@ -78,38 +78,11 @@ def train_main(config: Config) -> None:
             raise
         return
     setup_logging(DistEnv(), None)
+    engine = engine_for(config.run)  # refuses options the engine cannot honour, before the data
     preflight(config)
     run = config.run
     if run.workers == 1 and run.nnodes == 1:
         run_worker(config, DistEnv())
         return
-    if run.engine == "horovod":
-        from landcover.launch_horovod import launch_horovod
-
-        log.info("starting %d workers (horovodrun, Gloo controller)", run.workers)
-        launch_horovod(config, run.workers)
-        log.info("done: run folder %s", run.out)
-        return
-    if run.nnodes > 1:
-        log.info(
-            "starting %d workers on this node of %d (c10d rendezvous at %s)",
-            run.nproc_per_node,
-            run.nnodes,
-            run.rdzv_endpoint,
-        )
-    else:
-        log.info("starting %d workers (torch elastic agent, c10d rendezvous)", run.workers)
-    run_id = run.rdzv_id or "landcover-" + hashlib.sha256(run.out.encode()).hexdigest()[:12]
-    launch_workers(
-        worker_entry,
-        (config.to_dict(),),
-        nproc=run.nproc_per_node,
-        nnodes=run.nnodes,
-        rdzv_endpoint=run.rdzv_endpoint or "localhost:0",
-        run_id=run_id,
-        max_restarts=run.max_restarts,
-        is_rdzv_host=None if run.node_rank is None else run.node_rank == 0,
-        rdzv_timeout_s=run.rdzv_timeout_s,
-        local_addr=run.local_addr,
-    )
+    engine.launch(worker_entry, config)
     log.info("done: run folder %s", run.out)

@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 
 from landcover.data.raster import TileArrays
-from landcover.distributed import all_reduce_sum
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.metrics import confusion_matrix
+from landcover.parallel.collectives import all_reduce_sum
 
 
 def validation_confusion(

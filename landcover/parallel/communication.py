@@ -21,6 +21,7 @@ collectives on its stream, so it keeps the overlapped hook.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import torch
@@ -28,7 +29,7 @@ import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
-from landcover.distributed import all_reduce_mean_
+from landcover.parallel.collectives import all_reduce_mean_
 
 
 def configure_gradient_compression(
@@ -72,6 +73,7 @@ def configure_gradient_compression(
 def _one_bucket_at_a_time(hook: Any) -> Any:
     """Wraps a comm hook so that a bucket's collectives end before the next bucket's begin."""
 
+    @functools.wraps(hook)  # keeps the hook's name, which DDP logs
     def serialized(state: Any, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
         result = hook(state, bucket).wait()
         done: torch.futures.Future[torch.Tensor] = torch.futures.Future()

@@ -4,10 +4,19 @@
 restarts the group up to ``max_restarts`` times after a failure, and turns a failed worker into
 one :class:`~landcover.errors.LandcoverError` line: the worker's own message when it failed on
 a user-fixable problem, otherwise which rank died and how.
+
+Why not only torch's ``@record`` error files: torch records each failed worker's exception and
+picks the first to fail by time. A job whose worker hit bad data takes its peers down with it
+(their collectives fail a moment later, sometimes first), so the launcher needs to know which
+failures are *causes* (a worker's own :class:`~landcover.errors.LandcoverError`) and which are
+*consequences* (:class:`~landcover.errors.PeerFailureError`); the workers file them apart
+(``rank{N}.cause.txt`` / ``rank{N}.peer.txt``), and torch's own record (exit code, signal, error
+message) explains the rest.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import re
@@ -20,6 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from landcover.config import RunConfig
 from landcover.errors import LandcoverError, PeerFailureError
 
 ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
@@ -260,3 +270,41 @@ def launch_workers(
                 os.environ.pop(ERROR_DIR_ENV, None)
             else:
                 os.environ[ERROR_DIR_ENV] = previous
+
+
+def launch_node(fn: Callable[..., Any], args: tuple[Any, ...], run: RunConfig) -> dict[int, Any]:
+    """Runs this node's share of a job's workers as the run settings describe it.
+
+    Args:
+        fn: The workers' module-level entry point.
+        args: Its arguments (picklable).
+        run: The run settings (workers per node, nodes, rendezvous, restarts).
+
+    Returns:
+        Each global rank's return value.
+
+    Raises:
+        LandcoverError: If a worker fails and restarts are exhausted.
+    """
+    if run.nnodes > 1:
+        log.info(
+            "starting %d workers on this node of %d (c10d rendezvous at %s)",
+            run.nproc_per_node,
+            run.nnodes,
+            run.rdzv_endpoint,
+        )
+    else:
+        log.info("starting %d workers (torch elastic agent, c10d rendezvous)", run.workers)
+    run_id = run.rdzv_id or "landcover-" + hashlib.sha256(run.out.encode()).hexdigest()[:12]
+    return launch_workers(
+        fn,
+        args,
+        nproc=run.nproc_per_node,
+        nnodes=run.nnodes,
+        rdzv_endpoint=run.rdzv_endpoint or "localhost:0",
+        run_id=run_id,
+        max_restarts=run.max_restarts,
+        is_rdzv_host=None if run.node_rank is None else run.node_rank == 0,
+        rdzv_timeout_s=run.rdzv_timeout_s,
+        local_addr=run.local_addr,
+    )

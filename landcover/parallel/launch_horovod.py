@@ -23,8 +23,13 @@ from pathlib import Path
 
 from landcover.config import Config, save_config
 from landcover.errors import LandcoverError
-from landcover.launch import ERROR_DIR_ENV, describe_exit, reported_error, set_parent_death_signal
-from landcover.training.horovod_engine import INSTALL_HINT, import_horovod
+from landcover.parallel.horovod_install import INSTALL_HINT, import_horovod
+from landcover.parallel.launch import (
+    ERROR_DIR_ENV,
+    describe_exit,
+    reported_error,
+    set_parent_death_signal,
+)
 
 log = logging.getLogger("landcover")
 
@@ -62,6 +67,7 @@ def launch_horovod(config: Config, nproc: int) -> None:
     """
     import_horovod()
     runner = horovodrun_command()
+    log.info("starting %d workers (horovodrun, Gloo controller)", nproc)
     with tempfile.TemporaryDirectory(prefix="landcover-horovod-") as tmp:
         config_file = Path(tmp, "config.yaml")
         save_config(config, config_file)

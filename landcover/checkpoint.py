@@ -1,0 +1,135 @@
+"""The checkpoint format: a typed record, written and read by training and inference alike.
+
+A checkpoint holds tensors and plain data only, so it loads with
+``torch.load(..., weights_only=True)``. It holds the model and optimizer state, the gradient
+scaler's state (fp16 training), the schedule's position, the epoch, each rank's RNG states and
+the resolved configuration (classes, colours, bands, normalisation, patch size), which is all
+that ``predict`` needs.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from landcover.errors import CheckpointError
+
+FORMAT = "landcover-checkpoint"
+FORMAT_VERSION = 2
+"""2: ``rng`` is a list with one entry per rank (1: one dict, rank 0's)."""
+
+
+@dataclass
+class Checkpoint:
+    """One checkpoint.
+
+    Attributes:
+        model: The bare model's state dict.
+        config: The resolved configuration as plain data.
+        optimizer: The optimizer's state dict (empty when training cannot resume from it).
+        grad_scaler: The fp16 gradient scaler's state dict (empty without one).
+        scheduler: The schedule's position (``progress_epochs``, ``global_batch``).
+        epoch: Completed epochs.
+        best_miou: Best validation mIoU so far (-1 before any validation).
+        workers: Worker count of the run that wrote it.
+        rng: Each rank's RNG states, by rank (see :mod:`landcover.training.checkpoint`).
+        metrics: The last epoch's metrics record.
+        format_version: The format version it was written in.
+    """
+
+    model: dict[str, torch.Tensor]
+    config: dict[str, Any]
+    optimizer: dict[str, Any] = field(default_factory=dict)
+    grad_scaler: dict[str, Any] = field(default_factory=dict)
+    scheduler: dict[str, Any] = field(default_factory=dict)
+    epoch: int = 0
+    best_miou: float = -1.0
+    workers: int = 1
+    rng: list[dict[str, Any]] = field(default_factory=list)
+    metrics: dict[str, Any] = field(default_factory=dict)
+    format_version: int = FORMAT_VERSION
+
+    def to_state(self) -> dict[str, Any]:
+        """The checkpoint as the plain dict that is saved (with the format marker).
+
+        Returns:
+            The dict.
+        """
+        state = asdict(self)
+        state["model"] = self.model  # asdict would deep-copy every tensor
+        state["format"] = FORMAT
+        state["format_version"] = FORMAT_VERSION
+        return state
+
+    def serialize(self) -> bytes:
+        """Serialises the checkpoint with ``torch.save``.
+
+        Returns:
+            Its bytes.
+        """
+        buffer = io.BytesIO()
+        torch.save(self.to_state(), buffer)
+        return buffer.getvalue()
+
+    @classmethod
+    def from_state(cls, state: Any, source: str) -> Checkpoint:
+        """Reads a loaded checkpoint dict, checking its marker and version.
+
+        Format 1 checkpoints (one RNG dict) are read as a list of one.
+
+        Args:
+            state: What ``torch.load`` returned.
+            source: Where it came from, for messages.
+
+        Returns:
+            The checkpoint.
+
+        Raises:
+            CheckpointError: If it is not a landcover checkpoint or is newer than this code.
+        """
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise CheckpointError(f"{source}: not a landcover checkpoint (no '{FORMAT}' marker)")
+        version = int(state.get("format_version", 0))
+        if version > FORMAT_VERSION:
+            raise CheckpointError(
+                f"{source}: checkpoint format {version} is newer than this landcover "
+                f"understands ({FORMAT_VERSION}); upgrade landcover"
+            )
+        if "model" not in state or "config" not in state:
+            raise CheckpointError(f"{source}: checkpoint lacks its model or config")
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in state.items() if k in known}
+        rng = values.get("rng", [])
+        values["rng"] = [rng] if isinstance(rng, dict) else list(rng)
+        values["format_version"] = version
+        return cls(**values)
+
+
+def load_checkpoint(path: str | Path) -> Checkpoint:
+    """Loads a landcover checkpoint safely (``weights_only=True``) onto the CPU.
+
+    Args:
+        path: The checkpoint: a path or a blob URL.
+
+    Returns:
+        The checkpoint.
+
+    Raises:
+        CheckpointError: If the file is missing, corrupt, or not a landcover checkpoint.
+        StorageError: If reading a remote checkpoint fails after bounded retries.
+    """
+    from landcover import storage
+
+    if not storage.is_file(path):
+        raise CheckpointError(f"{path}: checkpoint not found")
+    data = storage.read_bytes(path)
+    try:
+        state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises many types for corrupt or foreign files
+        reason = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
+        raise CheckpointError(f"{path}: not a loadable checkpoint ({reason})") from None
+    return Checkpoint.from_state(state, str(path))

@@ -1,0 +1,112 @@
+"""Devices: binding a worker to its device, and the mixed precision that device supports."""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import torch
+
+from landcover.errors import ConfigError
+from landcover.parallel.env import DistEnv
+
+BF16_MIN_CAPABILITY = (8, 0)
+"""Compute capability from which GPUs have bf16 tensor cores (Ampere: A100, A10, H100...)."""
+
+
+def resolve_device(requested: str, env: DistEnv) -> torch.device:
+    """Picks the worker's device and makes it the current CUDA device.
+
+    Binding the current device matters beyond the model: NCCL's object collectives and
+    barriers, pinned-memory threads and ``torch.cuda`` calls without an explicit device all use
+    the current device, which would otherwise be GPU 0 on every rank of a node.
+
+    Args:
+        requested: ``auto``, ``cpu`` or ``cuda``.
+        env: The worker's place (its local rank selects the GPU).
+
+    Returns:
+        The device.
+
+    Raises:
+        ConfigError: If CUDA is requested but absent, or there are fewer GPUs than workers.
+    """
+    cuda = torch.cuda.is_available()
+    if requested == "cpu" or (requested == "auto" and not cuda):
+        return torch.device("cpu")
+    if not cuda:
+        raise ConfigError(
+            "--device cuda: no CUDA GPU is visible to torch; use --device cpu, or install a "
+            "CUDA build of torch on a GPU machine"
+        )
+    count = torch.cuda.device_count()
+    if env.local_rank >= count:
+        raise ConfigError(
+            f"{env.local_world_size} workers on this node but only {count} GPUs; "
+            f"use --workers {count} (one worker per GPU)"
+        )
+    device = torch.device("cuda", env.local_rank)
+    torch.cuda.set_device(device)
+    return device
+
+
+@dataclass(frozen=True)
+class Precision:
+    """The arithmetic a worker trains and predicts in.
+
+    Attributes:
+        autocast_dtype: The autocast dtype, or ``None`` for fp32.
+        grad_scaling: Whether losses are scaled (fp16, whose range gradients underflow).
+    """
+
+    autocast_dtype: torch.dtype | None = None
+    grad_scaling: bool = False
+
+    def describe(self) -> str:
+        """A short name: ``fp32``, ``bf16`` or ``fp16 + grad scaling``."""
+        if self.autocast_dtype is None:
+            return "fp32"
+        if self.autocast_dtype == torch.bfloat16:
+            return "bf16"
+        return "fp16 + grad scaling" if self.grad_scaling else "fp16"
+
+
+def choose_precision(
+    device: torch.device, mixed: bool, capability: tuple[int, int] | None = None
+) -> Precision:
+    """Chooses mixed precision for a device.
+
+    bf16 autocast where the GPU has bf16 tensor cores (compute capability 8.0 and up); fp16
+    autocast with gradient scaling on older GPUs (V100, T4), whose bf16 is emulated and slower
+    than fp32; fp32 on the CPU and when mixed precision is off.
+
+    Args:
+        device: The worker's device.
+        mixed: Whether mixed precision is wanted (``run.bf16``).
+        capability: The GPU's compute capability (default: asked from the device).
+
+    Returns:
+        The precision.
+    """
+    if device.type != "cuda" or not mixed:
+        return Precision()
+    if capability is None:
+        capability = torch.cuda.get_device_capability(device)
+    if tuple(capability) >= BF16_MIN_CAPABILITY:
+        return Precision(torch.bfloat16)
+    return Precision(torch.float16, grad_scaling=True)
+
+
+def autocast(device: torch.device, dtype: torch.dtype | None) -> contextlib.AbstractContextManager:
+    """Returns an autocast context for ``dtype`` on ``device``, or a no-op for fp32.
+
+    Args:
+        device: The device the computation runs on.
+        dtype: The autocast dtype, or ``None`` for full precision.
+
+    Returns:
+        A context manager.
+    """
+    if dtype is None:
+        return contextlib.nullcontext()
+    return torch.autocast(device.type, dtype=dtype)

@@ -1,0 +1,158 @@
+"""A worker's data: its training and validation tiles, band statistics and class weights.
+
+The training tiles are the worker's share, held in memory; the band statistics and class
+weights are measured on the shares of all workers and reduced, so every worker uses the same.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+
+import torch
+
+from landcover.checkpoint import Checkpoint, load_checkpoint
+from landcover.config import Config, config_from_dict
+from landcover.data.memory import load_tiles
+from landcover.data.normalize import BandNormalizer
+from landcover.data.pairs import split_pairs
+from landcover.data.raster import TileArrays
+from landcover.data.sample import data_root
+from landcover.data.sampler import PatchSampler
+from landcover.data.sharding import shard
+from landcover.data.stats import DataStats
+from landcover.errors import DataError
+from landcover.parallel.env import DistEnv
+from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
+from landcover.training.checkpoint import find_resume_checkpoint
+from landcover.training.runfolder import RunFolder
+
+log = logging.getLogger("landcover")
+
+
+@dataclass
+class WorkerData:
+    """What a worker trains and validates on.
+
+    Attributes:
+        sampler: Draws training patches from the worker's share of the training tiles.
+        val_tiles: The worker's share of the validation tiles.
+        n_val: Validation tiles in the whole run.
+        prepare: The band normaliser (numbers identical on every worker).
+        resume: The checkpoint to resume from, when it was already loaded for its data
+            statistics (path and record).
+    """
+
+    sampler: PatchSampler
+    val_tiles: list[TileArrays]
+    n_val: int
+    prepare: BandNormalizer
+    resume: tuple[str, Checkpoint] | None = None
+
+
+def load_worker_data(
+    config: Config, env: DistEnv, folder: RunFolder, device: torch.device
+) -> WorkerData:
+    """Loads the worker's share of the tiles and resolves ``auto`` data settings.
+
+    ``config`` is updated in place: ``auto`` band statistics and class weights become numbers
+    (measured on all workers' shares and reduced, or taken from the checkpoint of a resumed run).
+
+    Args:
+        config: The resolved configuration.
+        env: The worker's place.
+        folder: The run folder (for a resumed run's checkpoint).
+        device: The worker's device.
+
+    Returns:
+        The worker's data.
+
+    Raises:
+        DataError: If the data cannot be loaded or yields no usable patch.
+    """
+    cfg = config.data
+    mapping = cfg.classes
+    root = data_root(cfg.root)
+    train_pairs, val_pairs = split_pairs(cfg, root)
+    bands = len(cfg.bands)
+    mine = shard(train_pairs, env.rank, env.world_size)
+    fetch = {"concurrency": cfg.fetch_concurrency, "cache_dir": cfg.cache_dir}
+    log.info(
+        "rank %d/%d fetching its %d training tiles (%d files) from %s",
+        env.rank,
+        env.world_size,
+        len(mine),
+        2 * len(mine),
+        root,
+    )
+    tiles, report = load_tiles(mine, mapping, bands, **fetch)
+    log.info(
+        "rank %d/%d holds %d of %d training tiles [%s]: fetched %d bytes in %.2f s "
+        "(%.1f MB/s), %.1f MB in memory after %.2f s",
+        env.rank,
+        env.world_size,
+        len(tiles),
+        len(train_pairs),
+        ", ".join(report.tiles),
+        report.file_bytes,
+        report.fetch_seconds,
+        report.fetch_mb_per_s,
+        report.megabytes,
+        report.seconds,
+    )
+    val_tiles, val_report = load_tiles(
+        val_pairs[env.rank :: env.world_size], mapping, bands, **fetch
+    )
+    log.info(
+        "rank %d/%d holds %d of %d validation tiles [%s]: %.1f MB in %.2f s",
+        env.rank,
+        env.world_size,
+        len(val_tiles),
+        len(val_pairs),
+        ", ".join(val_report.tiles),
+        val_report.megabytes,
+        val_report.seconds,
+    )
+    resume = _resolve_data_stats(config, env, folder, tiles, len(train_pairs), device)
+    try:
+        sampler = PatchSampler(
+            tiles,
+            cfg.patch_size,
+            mapping.num_classes,
+            max_nodata_fraction=cfg.max_nodata_fraction,
+            oversample_rare=cfg.oversample_rare,
+            augment=cfg.augment,
+        )
+    except ValueError as exc:
+        raise DataError(f"rank {env.rank}: {exc}") from None
+    prepare = BandNormalizer(cfg.mean, cfg.std, device)
+    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, resume)
+
+
+def _resolve_data_stats(
+    config: Config,
+    env: DistEnv,
+    folder: RunFolder,
+    tiles: list[TileArrays],
+    n_train: int,
+    device: torch.device,
+) -> tuple[str, Checkpoint] | None:
+    """Replaces ``auto`` band statistics and class weights by numbers.
+
+    A resumed run takes them from its checkpoint, which is returned for the resume.
+    """
+    previous, source, resume = None, "checkpoint", None
+    if needs_resolving(config):
+        path = find_resume_checkpoint(folder)
+        if path is not None:
+            resume = (path, load_checkpoint(path))
+            source = f"checkpoint {path}"
+            previous = config_from_dict(resume[1].config, f"{path}: config")
+    reduce_device = device if device.type == "cuda" else torch.device("cpu")
+
+    def measure() -> DataStats:
+        return measure_shares(tiles, env.rank, env.world_size, n_train, config, reduce_device)
+
+    for line in resolve_auto(config, measure, previous, source):
+        log.info("%s", line)
+    return resume

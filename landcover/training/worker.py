@@ -1,0 +1,84 @@
+"""The training worker process: bind the device, join the engine, train, leave.
+
+A failed collective caused by another worker (it died, hung or became unreachable) becomes one
+:class:`~landcover.errors.PeerFailureError` line; any other error, a local CUDA or NCCL fault
+included, keeps its traceback (:func:`~landcover.parallel.failures.is_peer_failure`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import Any
+
+import torch
+
+from landcover.config import Config, config_from_dict
+from landcover.errors import PeerFailureError
+from landcover.logs import setup_logging
+from landcover.parallel.devices import resolve_device
+from landcover.parallel.engines import engine_for
+from landcover.parallel.env import DistEnv, env_from_environ
+from landcover.parallel.failures import is_peer_failure
+from landcover.training.runfolder import RunFolder
+from landcover.training.trainer import Trainer
+
+log = logging.getLogger("landcover")
+
+
+def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
+    """Runs one training worker: binds its device, joins the job, trains, leaves.
+
+    Args:
+        config: The resolved configuration.
+        env: The worker's place.
+
+    Returns:
+        The last epoch's metrics record.
+
+    Raises:
+        PeerFailureError: If a collective failed because another worker did.
+    """
+    setup_logging(env, RunFolder(config.run.out).local)
+    threads = config.run.threads_per_worker or max(1, (os.cpu_count() or 1) // env.local_world_size)
+    torch.set_num_threads(threads)
+    engine = engine_for(config.run)
+    device = resolve_device(config.run.device, env)
+    restart = int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0"))
+    log.info(
+        "rank %d/%d: pid %d, local rank %d, %d threads, device %s, backend %s%s",
+        env.rank,
+        env.world_size,
+        os.getpid(),
+        env.local_rank,
+        threads,
+        device,
+        engine.backend(config.run, device),
+        f", restart {restart} of the worker group" if restart else "",
+    )
+    engine.join(env, config.run, device)
+    try:
+        return Trainer(config, env, engine, device).run()
+    except Exception as exc:
+        if not is_peer_failure(exc):
+            raise
+        first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        raise PeerFailureError(
+            f"rank {env.rank}: a collective operation failed ({first}); a peer worker died, "
+            f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
+        ) from None
+    finally:
+        engine.leave()
+
+
+def worker_entry(config_dict: dict[str, Any]) -> dict[str, Any]:
+    """Entry point of a worker process started by landcover's launcher.
+
+    Args:
+        config_dict: The resolved configuration as plain data.
+
+    Returns:
+        The last epoch's metrics record.
+    """
+    env = env_from_environ() or DistEnv()
+    return run_worker(config_from_dict(config_dict), env)
