@@ -1,0 +1,160 @@
+"""The GPU path, on a real CUDA device: precision, memory format, predict, resume, NCCL.
+
+Every test here is marked ``cuda`` and skipped where torch sees no GPU (they are listed as
+skipped, never as passed). ``bash scripts/gpu-check.sh`` runs them on a GPU machine, with a
+short real training run and the benchmark's GPU part.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+
+from landcover.checkpoint import Checkpoint, load_checkpoint
+from landcover.config import LossConfig, RunConfig
+from landcover.models import build_model
+from landcover.parallel.devices import choose_precision, resolve_device
+from landcover.parallel.env import DistEnv
+from landcover.parallel.launch import launch_workers
+from landcover.training.losses import SegmentationLoss
+from landcover.training.step import accumulation_step
+
+from conftest import run_cli, train_args
+from ddp_helpers import TINY_MODEL
+
+pytestmark = [
+    pytest.mark.cuda,
+    pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"),
+]
+
+
+def _batch(device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(0)
+    inputs = torch.randn(4, 4, 64, 64, generator=g)
+    target = torch.randint(0, 6, (4, 64, 64), generator=g)
+    return [(inputs.to(device), target.to(device))]
+
+
+def test_the_device_is_bound_and_a_mixed_precision_step_learns() -> None:
+    device = resolve_device("cuda", DistEnv())
+    assert torch.cuda.current_device() == device.index == 0
+    precision = choose_precision(device, mixed=True)
+    major, _ = torch.cuda.get_device_capability(device)
+    assert precision.autocast_dtype == (torch.bfloat16 if major >= 8 else torch.float16)
+    torch.manual_seed(0)
+    model = build_model(TINY_MODEL, 4, 6).to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    scaler = torch.amp.GradScaler("cuda") if precision.grad_scaling else None
+    criterion = SegmentationLoss(LossConfig(), 6).to(device)
+    batch = _batch(device)
+    losses = [
+        float(
+            accumulation_step(
+                model, criterion, optimizer, batch, precision.autocast_dtype, 1.0, scaler=scaler
+            )
+        )
+        for _ in range(20)
+    ]
+    assert all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+
+
+def test_channels_last_gives_the_same_logits() -> None:
+    device = torch.device("cuda", 0)
+    torch.manual_seed(0)
+    model = build_model(TINY_MODEL, 4, 6).to(device).eval()
+    x = _batch(device)[0][0]
+    with torch.no_grad():
+        plain = model(x.contiguous())
+        model.to(memory_format=torch.channels_last)
+        last = model(x.contiguous(memory_format=torch.channels_last))
+    assert torch.allclose(plain, last, atol=1e-4, rtol=1e-3)
+
+
+def test_predict_on_cuda_matches_the_cpu_map(
+    checkpoint: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    tile = sorted(tiny_data.glob("*_naip.tif"))[0]
+    maps = {}
+    for device in ("cpu", "cuda"):
+        out = tmp_path / device
+        result = run_cli(
+            "predict",
+            str(tile),
+            "--checkpoint",
+            str(checkpoint),
+            "--out",
+            str(out),
+            "--device",
+            device,
+        )
+        assert result.returncode == 0, result.stderr
+        (class_map,) = out.glob("*_class.tif")
+        with rasterio.open(class_map) as src:
+            maps[device] = src.read(1)
+    # bf16 on the GPU may flip a few near-tied pixels; the maps must agree almost everywhere
+    assert float((maps["cpu"] == maps["cuda"]).mean()) > 0.98
+
+
+def test_a_gpu_checkpoint_resumes_on_cpu_and_back(
+    tiny_config: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    args = train_args(tiny_config, tiny_data, run)
+    for epochs, device in ((1, "cuda"), (2, "cpu"), (3, "cuda")):
+        result = run_cli(*args, "--epochs", str(epochs), "--device", device)
+        assert result.returncode == 0, result.stderr
+        assert load_checkpoint(run / "checkpoints" / "last.pt").epoch == epochs
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert isinstance(state.rng[0]["cuda"], torch.Tensor)  # one device's generator per rank
+
+
+def test_rng_restore_with_more_devices_in_the_checkpoint_than_here(
+    tiny_config: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    args = train_args(tiny_config, tiny_data, run)
+    assert run_cli(*args, "--epochs", "1", "--device", "cuda").returncode == 0
+    last = run / "checkpoints" / "last.pt"
+    state = load_checkpoint(last)
+    # as a format-1 checkpoint from a node with more GPUs than this one saved it
+    count = torch.cuda.device_count() + 7
+    state.rng = [{**state.rng[0], "cuda": [torch.cuda.get_rng_state(0)] * count}]
+    last.write_bytes(Checkpoint.serialize(state))
+    result = run_cli(*args, "--epochs", "2", "--device", "cuda")
+    assert result.returncode == 0, result.stderr
+    assert "resuming from" in result.stderr
+
+
+def nccl_world_of_one() -> dict:
+    """Joins NCCL through the torch engine and runs each kind of collective once."""
+    from landcover.parallel.collectives import all_gather_object, all_reduce_sum, barrier
+    from landcover.parallel.env import env_from_environ
+    from landcover.parallel.torch_engine import TorchEngine
+
+    env = env_from_environ()
+    assert env is not None
+    device = resolve_device("cuda", env)
+    engine = TorchEngine()
+    run = RunConfig(device="cuda")
+    engine.join(env, run, device)
+    try:
+        total = all_reduce_sum(torch.ones(3, device=device))
+        gathered = all_gather_object({"rank": env.rank})
+        barrier()
+        return {
+            "backend": torch.distributed.get_backend(),
+            "current": torch.cuda.current_device(),
+            "sum": total.tolist(),
+            "gathered": gathered,
+        }
+    finally:
+        engine.leave()
+
+
+def test_an_nccl_world_of_one_through_the_real_launcher() -> None:
+    (result,) = launch_workers(nccl_world_of_one, (), nproc=1).values()
+    assert result == {"backend": "nccl", "current": 0, "sum": [1.0] * 3, "gathered": [{"rank": 0}]}
