@@ -12,7 +12,9 @@ from rasterio.warp import reproject, transform
 from rasterio.windows import Window
 
 from landcover.classes import IGNORE_INDEX, resolve_mapping
+from landcover.data.pairs import TilePair
 from landcover.data.prepare import prepare_tiles, tile_windows
+from landcover.data.raster import read_pair
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 
@@ -248,3 +250,46 @@ def test_tile_windows_cover_the_raster() -> None:
     assert [(r, c) for r, c, _ in windows] == [(r, c) for r in range(2) for c in range(3)]
     assert windows[-1][2] == Window(256, 128, 44, 72)
     assert sum(w.width * w.height for _, _, w in windows) == 300 * 200
+
+
+def test_image_mask_and_nodata_follow_the_tiles(tmp_path: Path) -> None:
+    """A source's internal mask travels with its tiles; its alpha-tagged NIR zeros stay data."""
+    pixels = np.full((4, 128, 128), 90, dtype=np.uint8)
+    pixels[3, 0:20, 0:40] = 0  # NIR = 0 (band 4 tagged alpha): data
+    pixels[:, 100:128, 0:10] = 0  # every band = nodata 0: no data
+    mask = np.full((128, 128), 255, dtype=np.uint8)
+    mask[10:30, 70:100] = 0  # the internal mask: no data
+    mask[64:128, 64:128] = 0  # the whole bottom-right tile: dropped
+    grid = Affine(1.0, 0.0, 500_000, 0.0, -1.0, 4_000_000)
+    profile = {
+        "driver": "GTiff",
+        "count": 4,
+        "height": 128,
+        "width": 128,
+        "dtype": "uint8",
+        "crs": UTM18,
+        "transform": grid,
+        "nodata": 0,
+        "photometric": "RGB",
+        "alpha": "YES",
+    }
+    image = tmp_path / "img.tif"
+    with (
+        rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True),
+        rasterio.open(image, "w", **profile) as ds,
+    ):
+        ds.write(pixels)
+        ds.write_mask(mask)
+    label = _write_label(tmp_path / "img_lc.tif", np.full((128, 128), 2, np.uint8), UTM18, grid)
+    out = tmp_path / "tiles"
+    mapping = resolve_mapping("chesapeake7")
+    summary = prepare_tiles([str(image)], [str(label)], out, mapping, tile_size=64)
+    assert summary.dropped == ["img_r001_c001"]
+    nodata = (mask == 0) | (pixels == 0).all(axis=0)
+    assert len(summary.written) == 3
+    for image_path, label_path in summary.written:
+        r, c = int(image_path.name[5:8]), int(image_path.name[10:13])
+        rows, cols = slice(64 * r, 64 * r + 64), slice(64 * c, 64 * c + 64)
+        tile = read_pair(TilePair(image_path.name, str(image_path), str(label_path)), mapping, 4)
+        want = np.where(nodata[rows, cols], IGNORE_INDEX, 1)  # code 2 is tree_canopy (1)
+        np.testing.assert_array_equal(tile.label, want)

@@ -28,23 +28,41 @@ def _assert_same_grid(out: Path, src: Path) -> None:
         assert (o.width, o.height) == (s.width, s.height)
 
 
-def _nodata_matches(class_map: Path, image: Path) -> None:
-    with rasterio.open(class_map) as c, rasterio.open(image) as s:
+def _declared_nodata(pixels: np.ndarray, nodata: float | None) -> np.ndarray:
+    """Pixels whose every band equals the declared nodata value (none when none is declared)."""
+    if nodata is None:
+        return np.zeros(pixels.shape[1:], dtype=bool)
+    return (pixels == nodata).all(axis=0)
+
+
+def _nodata_matches(class_map: Path, expected: np.ndarray) -> None:
+    """The class map's no-data (255) is exactly ``expected``, computed by the test."""
+    with rasterio.open(class_map) as c:
         classes = c.read(1)
-        expected = s.dataset_mask() == 0
     assert c.nodata == 255
+    assert expected.shape == classes.shape
     np.testing.assert_array_equal(classes == 255, expected)
     assert (classes[~expected] < len(NAMES)).all()
 
 
+def _odd_image() -> np.ndarray:
+    """The pixels of :func:`odd_tile`: a synthetic scene with an all-zero corner."""
+    image, _ = synthesize_scene(250, 333, np.random.default_rng(3))
+    image[:, :40, :60] = 0
+    return image
+
+
 @pytest.fixture(scope="module")
 def odd_tile(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A 250 x 333 px synthetic tile with an image no-data corner."""
+    """A 250 x 333 px synthetic tile with an image no-data corner (nodata 0)."""
     folder = tmp_path_factory.mktemp("odd")
-    image, label = synthesize_scene(250, 333, np.random.default_rng(3))
-    image[:, :40, :60] = 0
+    image = _odd_image()
+    _, label = synthesize_scene(250, 333, np.random.default_rng(3))
     label[:40, :60] = 15
-    return write_pair(folder, "odd", image, label, (400000.0, 4300000.0))[0]
+    path = write_pair(folder, "odd", image, label, (400000.0, 4300000.0))[0]
+    with rasterio.open(path) as ds:
+        assert ds.nodata == 0
+    return path
 
 
 def test_class_and_probability_maps(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None:
@@ -75,7 +93,10 @@ def test_class_and_probability_maps(odd_tile: Path, checkpoint: Path, tmp_path: 
     assert np.abs(sums - 255).max() <= len(NAMES)
     agree = probs.argmax(axis=0)[valid] == classes[valid]
     assert agree.mean() > 0.99  # ties after rounding to uint8 may differ
-    _nodata_matches(class_map, odd_tile)
+    corner = np.zeros(classes.shape, dtype=bool)
+    corner[:40, :60] = True
+    assert (_declared_nodata(_odd_image(), 0) == corner).all()  # no other all-zero pixel
+    _nodata_matches(class_map, corner)
     assert (out / "odd_naip_preview.png").stat().st_size > 10_000
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no scratch left
 
@@ -116,10 +137,14 @@ def test_real_naip_tiles(checkpoint: Path, tmp_path: Path) -> None:
         _assert_same_grid(class_map, tile)
         with rasterio.open(class_map) as ds:
             assert ds.crs.to_epsg() == 26914
-        _nodata_matches(class_map, tile)
+        with rasterio.open(tile) as ds:  # real NAIP: nodata 0, no mask, no alpha band
+            assert [f.name for f in ds.mask_flag_enums[0]] == ["nodata"]
+            expected = _declared_nodata(ds.read(), ds.nodata)
+        _nodata_matches(class_map, expected)
 
 
-def _variant(tile: Path, folder: Path, name: str, **changes) -> Path:
+def _variant(tile: Path, folder: Path, name: str, **changes) -> tuple[Path, np.ndarray]:
+    """A copy of ``tile`` with ``changes``; returns it and where it has no data (by numpy)."""
     with rasterio.open(tile) as ds:
         data, profile = ds.read(), ds.profile
     size = changes.pop("size", None)
@@ -131,25 +156,25 @@ def _variant(tile: Path, folder: Path, name: str, **changes) -> Path:
             profile.pop("blockxsize", None)
             profile.pop("blockysize", None)
     alpha = changes.pop("alpha", False)
+    if alpha:  # NIR tagged alpha (extra sample), with NIR = 0 over a block of otherwise data
+        changes.update(photometric="RGB", alpha="YES")
+        data[3, 100:140, 150:250] = 0
     profile.update(**changes)
     path = folder / f"{name}.tif"
     with rasterio.open(path, "w", **profile) as ds:
         ds.write(data)
-        if alpha:
-            ds.colorinterp = [
-                rasterio.enums.ColorInterp.red,
-                rasterio.enums.ColorInterp.green,
-                rasterio.enums.ColorInterp.blue,
-                rasterio.enums.ColorInterp.alpha,
-            ]
-    return path
+    if alpha:
+        with rasterio.open(path) as ds:
+            assert ds.colorinterp[3] == rasterio.enums.ColorInterp.alpha
+    return path, _declared_nodata(data, profile.get("nodata"))
 
 
 @pytest.mark.parametrize(
     ("name", "changes"),
     [
         ("small", {"size": (40, 50)}),  # smaller than the 64 px window
-        ("alpha", {"alpha": True, "photometric": "RGB"}),  # NIR tagged as alpha
+        ("alpha", {"alpha": True, "nodata": None}),  # NIR tagged alpha: its zeros are data
+        ("alpha0", {"alpha": True}),  # the same with nodata 0: only all-zero pixels are not
         ("pixels06", {"transform": from_origin(400000, 4300000, 0.6, 0.6)}),
         ("pixels5", {"transform": from_origin(400000, 4300000, 5.0, 5.0)}),
         ("plain", {"compress": None, "nodata": None}),  # uncompressed, no nodata value
@@ -158,12 +183,12 @@ def _variant(tile: Path, folder: Path, name: str, **changes) -> Path:
 def test_inputs_seen_in_practice(
     odd_tile: Path, checkpoint: Path, tmp_path: Path, name: str, changes: dict
 ) -> None:
-    tile = _variant(odd_tile, tmp_path, name, **changes)
+    tile, expected = _variant(odd_tile, tmp_path, name, **changes)
     out = tmp_path / "maps"
     result = run_cli("predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
     assert result.returncode == 0, result.stderr
     _assert_same_grid(out / f"{name}_class.tif", tile)
-    _nodata_matches(out / f"{name}_class.tif", tile)
+    _nodata_matches(out / f"{name}_class.tif", expected)
 
 
 def test_two_workers_spread_tiles(tiny_data: Path, checkpoint: Path, tmp_path: Path) -> None:

@@ -3,7 +3,9 @@
 :func:`check_folder` opens every image/label pair of a folder and keeps going after a problem:
 a file without its partner, a wrong band count or dtype, a label in another CRS or on another
 grid, an unreadable or truncated file (every block is read), and label codes outside the class
-mapping. It returns a :class:`CheckReport`; :func:`print_report` shows it as a table of tiles
+mapping. Pixels where the image has no data (:func:`landcover.data.raster.nodata_mask`, the
+policy training, predict and evaluate use) count as no-data in the class balance. It returns a
+:class:`CheckReport`; :func:`print_report` shows it as a table of tiles
 with their class percentages, the totals, and the list of problems.
 
 A label that lies on another grid or in another CRS but overlaps its image is a warning, not an
@@ -26,7 +28,7 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import grids_match, label_on_image_grid, label_window, read_error
-from landcover.data.raster import open_raster
+from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
 
 KINDS = ("partner", "corrupt", "bands", "dtype", "crs", "grid", "codes", "nodata")
@@ -68,6 +70,8 @@ class TileReport:
         height: Image height in pixels.
         counts: ``(256,)`` pixel counts of each label code on the image grid.
         aligned: Whether the label was reprojected onto the image grid to count it.
+        masked: ``(256,)`` the part of ``counts`` under image no-data pixels (training ignores
+            them), or None when the image has no no-data pixel.
     """
 
     name: str
@@ -75,6 +79,7 @@ class TileReport:
     height: int
     counts: np.ndarray
     aligned: bool = False
+    masked: np.ndarray | None = None
 
     @property
     def pixels(self) -> int:
@@ -131,23 +136,35 @@ class CheckReport:
         """
         return {p.kind for p in self.problems if p.path == str(path)}
 
-    def fractions(self, counts: np.ndarray) -> tuple[list[float], float]:
+    def fractions(
+        self, counts: np.ndarray, masked: np.ndarray | None = None
+    ) -> tuple[list[float], float]:
         """Splits label-code counts into class fractions and the no-data fraction.
 
         Args:
             counts: ``(256,)`` pixel counts per label code.
+            masked: ``(256,)`` the part of ``counts`` under image no-data pixels, if any.
 
         Returns:
             ``(per-class fractions, no-data fraction)`` of all pixels; codes the mapping ignores
-            or does not know count as no-data.
+            or does not know, and pixels where the image has no data, count as no-data.
         """
         total = max(int(counts.sum()), 1)
+        labelled = counts if masked is None else counts - masked
         table = self.mapping.lookup_table()
         per_class = [
-            float(counts[table == k].sum()) / total for k in range(self.mapping.num_classes)
+            float(labelled[table == k].sum()) / total for k in range(self.mapping.num_classes)
         ]
-        nodata = float(counts[table == IGNORE_INDEX].sum()) / total
-        return per_class, nodata
+        labelled_pixels = int(labelled[table != IGNORE_INDEX].sum())
+        return per_class, float(int(counts.sum()) - labelled_pixels) / total
+
+    def total_masked(self) -> np.ndarray:
+        """Label-code counts under image no-data pixels, summed over every counted tile."""
+        total = np.zeros(256, dtype=np.int64)
+        for tile in self.tiles:
+            if tile.masked is not None:
+                total += tile.masked
+        return total
 
     def total_counts(self) -> np.ndarray:
         """Label-code counts summed over every counted tile."""
@@ -197,16 +214,24 @@ def _count_codes(ds: Any, path: str) -> tuple[np.ndarray | None, Problem | None]
 
 
 def _count_aligned(
-    lab: Any, img: Any, label: str, image: str
+    lab: Any, img: Any, label: str, image: str, masked: np.ndarray | None = None
 ) -> tuple[np.ndarray | None, Problem | None]:
-    """Counts the label codes on the image grid, aligning window by window."""
+    """Counts the label codes on the image grid, aligning window by window.
+
+    With ``masked`` given, the codes under image no-data pixels are also counted into it.
+    """
     counts = np.zeros(256, dtype=np.int64)
     try:
         for window in _image_windows(img.width, img.height):
             codes = label_on_image_grid(lab, img, window, label_name=label, image_name=image)
             counts += np.bincount(codes.ravel(), minlength=256)[:256]
+            if masked is not None:
+                hidden = codes[nodata_mask(img, window)]
+                masked += np.bincount(hidden, minlength=256)[:256]
     except DataError as exc:
         return None, Problem(label, "corrupt", _without_path(label, exc))
+    except RasterioError as exc:
+        return None, Problem(image, "corrupt", f"corrupt or truncated GeoTIFF ({read_error(exc)})")
     return counts, None
 
 
@@ -242,12 +267,13 @@ def _grid_problem(img: Any, lab: Any, label: str, image: str) -> Problem | None:
 
 def _check_open_pair(
     img: Any, lab: Any, image: str, label: str, bands: int, problems: list[Problem]
-) -> tuple[np.ndarray | None, bool]:
+) -> tuple[np.ndarray | None, bool, np.ndarray | None]:
     """Checks an opened pair, appending what is wrong to ``problems``.
 
     Returns:
-        The label-code counts on the image grid (None when they cannot be had) and whether the
-        label was reprojected to count them.
+        The label-code counts on the image grid (None when they cannot be had), whether the
+        label was reprojected to count them, and the codes' counts under image no-data pixels
+        (None when the image has none).
     """
     if img.count != bands:
         problems.append(
@@ -268,20 +294,24 @@ def _check_open_pair(
     if corrupt:
         problems.append(corrupt)
     if not label_ok:
-        return None, False
+        return None, False, None
+    # image no-data is counted only in a readable image (a corrupt one is reported above)
+    masked = np.zeros(256, dtype=np.int64) if not corrupt and has_nodata(img) else None
     grid = _grid_problem(img, lab, label, image)
-    if grid is None:
+    if grid is None and masked is None:
         counts, corrupt = _count_codes(lab, label)
+    elif grid is None or not grid.fatal:
+        counts, corrupt = _count_aligned(lab, img, label, image, masked)
     else:
+        corrupt = _read_every_block(lab, label)
+        counts = None
+    if grid is not None:
         problems.append(grid)
-        if grid.fatal:
-            corrupt = _read_every_block(lab, label)
-            counts = None
-        else:
-            counts, corrupt = _count_aligned(lab, img, label, image)
     if corrupt:
         problems.append(corrupt)
-    return counts, grid is not None
+    if masked is not None and not masked.any():
+        masked = None
+    return counts, grid is not None, masked
 
 
 def _check_pair(
@@ -299,10 +329,10 @@ def _check_pair(
         if problems:
             return None, problems
         img, lab = opened
-        counts, aligned = _check_open_pair(img, lab, image, label, bands, problems)
+        counts, aligned, masked = _check_open_pair(img, lab, image, label, bands, problems)
         if counts is None:
             return None, problems
-        tile = TileReport(name, img.width, img.height, counts, aligned=aligned)
+        tile = TileReport(name, img.width, img.height, counts, aligned=aligned, masked=masked)
     present = [int(c) for c in np.flatnonzero(counts)]
     unknown = [c for c in present if c not in mapping.known_codes]
     if unknown:
@@ -315,7 +345,10 @@ def _check_pair(
                 f"(known codes: {known})",
             )
         )
-    elif not any(mapping.lookup_table()[c] != IGNORE_INDEX for c in present):
+    elif not any(
+        mapping.lookup_table()[c] != IGNORE_INDEX
+        for c in np.flatnonzero(counts if masked is None else counts - masked)
+    ):
         problems.append(Problem(label, "nodata", "no labelled pixel (all no-data)", fatal=False))
     return tile, problems
 
@@ -396,11 +429,11 @@ def print_report(report: CheckReport) -> None:
     for column in [*names, "no-data"]:
         table.add_column(f"{column} %", justify="right")
     for tile in report.tiles:
-        per_class, nodata = report.fractions(tile.counts)
+        per_class, nodata = report.fractions(tile.counts, tile.masked)
         size = f"{tile.width}x{tile.height}" + (" *" if tile.aligned else "")
         table.add_row(tile.name, size, *[_pct(f) for f in per_class], _pct(nodata))
     total = report.total_counts()
-    per_class, nodata = report.fractions(total)
+    per_class, nodata = report.fractions(total, report.total_masked())
     mpx = sum(t.pixels for t in report.tiles) / 1e6
     table.add_section()
     totals = [*(_pct(f) for f in per_class), _pct(nodata)]

@@ -35,7 +35,7 @@ from landcover.data.align import (
     label_window,
     read_error,
 )
-from landcover.data.raster import open_raster
+from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
 from landcover.fileio import atomic_write_bytes, make_temp_beside
 
@@ -158,12 +158,24 @@ def _profile(ds: Any, window: Window, count: int, nodata: float | None) -> dict:
     }
 
 
-def _write_geotiff(path: Path, array: np.ndarray, profile: dict, src: Any | None = None) -> None:
-    """Writes a GeoTIFF atomically: a temporary file beside ``path``, then a rename."""
+def _write_geotiff(
+    path: Path,
+    array: np.ndarray,
+    profile: dict,
+    src: Any | None = None,
+    nodata: np.ndarray | None = None,
+) -> None:
+    """Writes a GeoTIFF atomically: a temporary file beside ``path``, then a rename.
+
+    ``nodata`` (bool, True where no data) is written as the file's internal mask.
+    """
     tmp = make_temp_beside(path)
     try:
-        with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(tmp, "w", **profile) as dst:
+        env = rasterio.Env(GDAL_PAM_ENABLED="NO", GDAL_TIFF_INTERNAL_MASK=True)
+        with env, rasterio.open(tmp, "w", **profile) as dst:
             dst.write(array)
+            if nodata is not None:
+                dst.write_mask(np.where(nodata, 0, 255).astype(np.uint8))
             if src is not None:
                 dst.colorinterp = src.colorinterp
                 for band, text in enumerate(src.descriptions, start=1):
@@ -326,20 +338,25 @@ def _prepare_image(
             continue
         try:
             pixels = ds.read(window=window)
+            nodata = None
+            if has_nodata(ds):
+                nodata = nodata_mask(ds, window, pixels=np.moveaxis(pixels, 0, -1))
         except RasterioError as exc:
             raise DataError(
                 f"{img.path}: corrupt or truncated GeoTIFF ({read_error(exc)})"
             ) from None
-        if ds.nodata is not None:
-            valid &= ~np.all(pixels == ds.nodata, axis=0)
+        if nodata is not None:
+            valid &= ~nodata
             if valid.mean() < min_valid:
                 summary.dropped.append(name)
                 continue
+        # a per-dataset mask travels with the tile (as its internal mask), a nodata value too
+        mask = nodata if nodata is not None and nodata.any() and has_dataset_mask(ds) else None
         image_path = out / f"{name}_naip.tif"
         label_path = out / f"{name}_lc.tif"
         image_profile = _profile(ds, window, ds.count, ds.nodata)
         if ds.count >= 3:
             image_profile["photometric"] = "RGB"
-        _write_geotiff(image_path, pixels, image_profile, src=ds)
+        _write_geotiff(image_path, pixels, image_profile, src=ds, nodata=mask)
         _write_geotiff(label_path, codes[None], _profile(ds, window, 1, LABEL_NODATA))
         summary.written.append((image_path, label_path))

@@ -15,8 +15,10 @@ from dataclasses import dataclass
 
 import numpy as np
 import rasterio
+from rasterio.enums import MaskFlags, Resampling
 from rasterio.errors import NodataShadowWarning, RasterioError
 from rasterio.io import MemoryFile
+from rasterio.windows import Window
 
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
@@ -24,7 +26,7 @@ from landcover.data.pairs import TilePair
 from landcover.errors import DataError
 
 # NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
-# the nodata value, which is what rasterio warns about.
+# the nodata value and a per-dataset mask (see nodata_mask), which is what rasterio warns about.
 warnings.filterwarnings("ignore", category=NodataShadowWarning)
 
 
@@ -36,19 +38,20 @@ class TileArrays:
         name: Tile name.
         image: ``(H, W, C)`` uint8 imagery.
         label: ``(H, W)`` uint8 class indices; :data:`IGNORE_INDEX` where there is no data.
-        image_nodata: The image file's declared nodata value (a pixel whose every band equals
-            it has no data), or ``None``.
+        nodata: ``(H, W)`` bool, True where the image has no data (see :func:`nodata_mask`);
+            ``None`` when every pixel has data.
     """
 
     name: str
     image: np.ndarray
     label: np.ndarray
-    image_nodata: float | None = None
+    nodata: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
         """Bytes held in memory."""
-        return self.image.nbytes + self.label.nbytes
+        extra = 0 if self.nodata is None else self.nodata.nbytes
+        return self.image.nbytes + self.label.nbytes + extra
 
 
 def _open_error(path: str, exc: Exception) -> DataError:
@@ -117,11 +120,88 @@ def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
 
 
-def _image_nodata_mask(ds: rasterio.io.DatasetReader, image: np.ndarray) -> np.ndarray | None:
-    """Returns a boolean (H, W) mask of pixels where the image has no data, if it declares any."""
-    if ds.nodata is None:
+def has_dataset_mask(ds: rasterio.io.DatasetReader) -> bool:
+    """Whether an image has a per-dataset mask (internal or ``.msk``), an alpha band not counted.
+
+    Args:
+        ds: The open image.
+
+    Returns:
+        True when GDAL reports a per-dataset mask that is not an alpha band.
+    """
+    flags = ds.mask_flag_enums[0] if ds.count else []
+    return MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
+
+
+def _declared_nodata(ds: rasterio.io.DatasetReader) -> list[float] | None:
+    """The nodata value of every band, or None unless every band declares one."""
+    values = list(ds.nodatavals)
+    if not values or any(v is None for v in values):
         return None
-    return np.all(image == ds.nodata, axis=-1)
+    return [float(v) for v in values]
+
+
+def has_nodata(ds: rasterio.io.DatasetReader) -> bool:
+    """Whether an image can have no-data pixels at all under :func:`nodata_mask`'s policy.
+
+    Args:
+        ds: The open image.
+
+    Returns:
+        True when the file declares a nodata value or has a per-dataset mask.
+    """
+    return _declared_nodata(ds) is not None or has_dataset_mask(ds)
+
+
+def nodata_mask(
+    ds: rasterio.io.DatasetReader,
+    window: Window | None = None,
+    pixels: np.ndarray | None = None,
+    out_shape: tuple[int, int] | None = None,
+) -> np.ndarray:
+    """Where an image has no data: the one no-data policy of every command.
+
+    A pixel is no-data when the file declares a nodata value and every band equals it, or when
+    the file's per-dataset mask (an internal GeoTIFF mask or a ``.msk`` sidecar) marks it
+    invalid. A band tagged alpha is data, not a mask (NAIP's NIR is often tagged alpha), so
+    pixels with NIR = 0 keep their data.
+
+    Args:
+        ds: The open image.
+        window: The part of the image (all of it when None).
+        pixels: ``(H, W, C)`` channels-last values of every band in ``window`` if already read
+            (at ``out_shape`` if that is given); read here when needed and not given.
+        out_shape: ``(H, W)`` to read decimated (nearest neighbour), e.g. for a preview.
+
+    Returns:
+        ``(H, W)`` bool, True where there is no data.
+
+    Raises:
+        RasterioError: If the pixels or the mask cannot be read.
+    """
+    if out_shape is not None:
+        shape = tuple(out_shape)
+    elif window is not None:
+        shape = (int(window.height), int(window.width))
+    else:
+        shape = (ds.height, ds.width)
+    mask = np.zeros(shape, dtype=bool)
+    values = _declared_nodata(ds)
+    if values is not None:
+        if pixels is None:
+            read = ds.read(
+                window=window,
+                out_shape=None if out_shape is None else (ds.count, *shape),
+                resampling=Resampling.nearest,
+            )
+            pixels = np.moveaxis(read, 0, -1)
+        mask[:] = True
+        for band, value in enumerate(values):
+            mask &= pixels[..., band] == value
+    if has_dataset_mask(ds):
+        masks = ds.read_masks(1, window=window, out_shape=out_shape, resampling=Resampling.nearest)
+        mask |= masks == 0
+    return mask
 
 
 def read_pair(
@@ -141,8 +221,8 @@ def read_pair(
         label_bytes: The label file's bytes, if already fetched.
 
     Returns:
-        The tile in memory; pixels with image no-data or ignored label codes get
-        :data:`IGNORE_INDEX`.
+        The tile in memory; pixels with image no-data (:func:`nodata_mask`) or ignored label
+        codes get :data:`IGNORE_INDEX`.
 
     Raises:
         DataError: If a file is missing, unreadable, truncated, has the wrong band count or
@@ -157,16 +237,17 @@ def read_pair(
         check_alignable(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
         try:
             image = np.ascontiguousarray(np.moveaxis(img_ds.read(), 0, -1))
+            nodata = nodata_mask(img_ds, pixels=image) if has_nodata(img_ds) else None
         except RasterioError as exc:
             raise DataError(f"{pair.image}: corrupt or truncated GeoTIFF ({exc})") from None
         codes = label_on_image_grid(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
-        nodata = _image_nodata_mask(img_ds, image)
-        image_nodata = img_ds.nodata
     check_codes(codes, mapping, pair.label)
     label = mapping.encode(codes)
-    if nodata is not None:
+    if nodata is not None and nodata.any():
         label[nodata] = IGNORE_INDEX
-    return TileArrays(pair.name, image, label, image_nodata)
+    else:
+        nodata = None
+    return TileArrays(pair.name, image, label, nodata)
 
 
 def check_codes(codes: np.ndarray, mapping: ClassMapping, path: str) -> None:

@@ -6,9 +6,10 @@ class, all int64. Mean and standard deviation follow exactly from the histograms
 integers), so the result does not depend on the order in which tiles or windows were added,
 and histograms of several workers add up to the histogram of their union.
 
-The no-data rules are training's (:func:`landcover.data.raster.read_pair`): an image pixel is
-no-data when the file declares a nodata value and every band equals it; such pixels count in
-neither the band statistics nor the class counts. Label codes the mapping ignores count in no
+The no-data rules are every command's (:func:`landcover.data.raster.nodata_mask`): an image
+pixel is no-data when the file declares a nodata value and every band equals it, or when its
+per-dataset mask marks it (a band tagged alpha is data); such pixels count in neither the band
+statistics nor the class counts. Label codes the mapping ignores count in no
 class (but their image pixels do count in the band statistics).
 
 :func:`measure_pairs` streams pairs from local disk, an NFS mount or blob storage window by
@@ -36,7 +37,14 @@ from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
 from landcover.data.pairs import TilePair
-from landcover.data.raster import TileArrays, check_codes, check_image, open_raster
+from landcover.data.raster import (
+    TileArrays,
+    check_codes,
+    check_image,
+    has_nodata,
+    nodata_mask,
+    open_raster,
+)
 from landcover.errors import DataError
 
 WINDOW_PIXELS = 1 << 18
@@ -93,7 +101,7 @@ class DataStats:
         """Pixels of some class (ignored codes and image no-data excluded)."""
         return int(self.class_counts.sum())
 
-    def add(self, image: np.ndarray, classes: np.ndarray, nodata: float | None) -> None:
+    def add(self, image: np.ndarray, classes: np.ndarray, nodata: np.ndarray | None) -> None:
         """Adds pixels: an image array and its class indices on the same grid.
 
         Works on any size: large arrays are processed in strips of about
@@ -102,15 +110,17 @@ class DataStats:
         Args:
             image: ``(H, W, C)`` uint8 imagery (channels last, as training holds it).
             classes: ``(H, W)`` uint8 class indices; :data:`IGNORE_INDEX` counts in no class.
-            nodata: The image file's declared nodata value, or ``None``.
+            nodata: ``(H, W)`` bool, True where the image has no data
+                (:func:`landcover.data.raster.nodata_mask`), or ``None`` when all has data.
         """
         height, width = classes.shape
         rows = max(1, WINDOW_PIXELS // max(width, 1))
         for top in range(0, height, rows):
-            self._add_strip(image[top : top + rows], classes[top : top + rows], nodata)
+            strip = None if nodata is None else nodata[top : top + rows]
+            self._add_strip(image[top : top + rows], classes[top : top + rows], strip)
 
-    def _add_strip(self, image: np.ndarray, classes: np.ndarray, nodata: float | None) -> None:
-        valid = None if nodata is None else ~np.all(image == nodata, axis=-1)
+    def _add_strip(self, image: np.ndarray, classes: np.ndarray, nodata: np.ndarray | None) -> None:
+        valid = None if nodata is None else ~nodata
         for band in range(self.bands):
             values = image[..., band]
             values = values.ravel() if valid is None else values[valid]
@@ -126,7 +136,7 @@ class DataStats:
         Args:
             tile: The tile.
         """
-        self.add(tile.image, tile.label, tile.image_nodata)
+        self.add(tile.image, tile.label, tile.nodata)
         self.tiles += 1
 
     def to_vector(self) -> np.ndarray:
@@ -250,16 +260,18 @@ def _measure_open_pair(
 ) -> None:
     """Adds one opened pair to ``stats``, window by window."""
     table = mapping.lookup_table()
+    masked = has_nodata(img)
     for window in stat_windows(img.width, img.height, img.block_shapes[0]):
         try:
             image = np.moveaxis(img.read(window=window), 0, -1)
+            nodata = nodata_mask(img, window, pixels=image) if masked else None
         except RasterioError as exc:
             raise DataError(
                 f"{pair.image}: corrupt or truncated GeoTIFF ({read_error(exc)})"
             ) from None
         codes = label_on_image_grid(lab, img, window, label_name=pair.label, image_name=pair.image)
         check_codes(codes, mapping, pair.label)
-        stats.add(image, table[codes], img.nodata)
+        stats.add(image, table[codes], nodata)
 
 
 @contextmanager

@@ -16,13 +16,14 @@ from typing import Any
 
 import numpy as np
 import torch
+from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
-from landcover.data.align import check_alignable, label_on_image_grid
+from landcover.data.align import check_alignable, label_on_image_grid, read_error
 from landcover.data.pairs import TilePair
-from landcover.data.raster import open_raster
+from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
@@ -55,6 +56,7 @@ def tile_confusion(
         check_bands(img, pair.image, im.bands)
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         width = img.width
+        masked = has_nodata(img)
 
         def read_rows(a: int, b: int) -> np.ndarray:
             return np.ascontiguousarray(
@@ -72,7 +74,13 @@ def tile_confusion(
                     f"{pair.label}: label codes {unknown} are not in the class mapping {mapping.name}"
                 )
             target = mapping.encode(codes)
-            target[img.dataset_mask(window=window) == 0] = IGNORE_INDEX
+            if masked:
+                try:
+                    target[nodata_mask(img, window)] = IGNORE_INDEX
+                except RasterioError as exc:
+                    raise DataError(
+                        f"{pair.image}: corrupt or truncated GeoTIFF ({read_error(exc)})"
+                    ) from None
             total += confusion_matrix(probs.argmax(dim=0), torch.from_numpy(target), k)
     return total.numpy()
 

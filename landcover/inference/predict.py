@@ -24,7 +24,7 @@ from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover import storage
-from landcover.data.raster import open_raster
+from landcover.data.raster import nodata_mask, open_raster
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.pipeline import run_pipelined
@@ -76,7 +76,8 @@ class PredictOptions:
 def check_bands(src: Any, path: str, bands: int) -> None:
     """Checks an image's band count and dtype against the model.
 
-    A 4th band tagged 'alpha' (common for NAIP NIR) counts as a data band.
+    A 4th band tagged 'alpha' (common for NAIP NIR) counts as a data band (see
+    :func:`landcover.data.raster.nodata_mask`).
 
     Args:
         src: The open dataset.
@@ -244,7 +245,8 @@ class TileMapper:
                         window=Window(0, a, width, b - a),
                         out=np.moveaxis(rows[: b - a, :width], -1, 0),
                     )
-                    valid = src.dataset_mask(window=Window(0, row, width, keep)) > 0
+                    strip = rows[row - a : row - a + keep, :width]
+                    valid = ~nodata_mask(src, Window(0, row, width, keep), pixels=strip)
                 except RasterioError as exc:
                     raise DataError(
                         f"{tile}: cannot read rows {a}-{b} ({error_reason(exc)})"

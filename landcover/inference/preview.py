@@ -10,6 +10,7 @@ import rasterio
 from rasterio.enums import Resampling
 
 from landcover.classes import ClassMapping
+from landcover.data.raster import nodata_mask
 from landcover.fileio import atomic_write_bytes
 from landcover.inference.writers import CLASS_NODATA
 
@@ -82,7 +83,7 @@ def write_preview(
     with rasterio.open(image_path) as src:
         h, w = _shape(src.height, src.width, max_side)
         rgb = src.read([1, 2, 3], out_shape=(3, h, w), resampling=Resampling.average)
-        valid = src.dataset_mask(out_shape=(h, w)) > 0
+        valid = ~nodata_mask(src, out_shape=(h, w))
     with rasterio.open(class_path) as cls:
         classes = cls.read(1, out_shape=(h, w), resampling=Resampling.nearest)
     fig, axes = plt.subplots(1, 2, figsize=(14, 7.5 * h / max(w, 1) + 1))
