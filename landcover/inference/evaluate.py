@@ -11,11 +11,16 @@ import csv
 import io
 import json
 import logging
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rasterio
 import torch
+from rasterio.enums import Resampling
 from rasterio.windows import Window
 
 from landcover import storage
@@ -23,24 +28,40 @@ from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
 from landcover.data.raster import open_raster
+from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
+from landcover.inference.resolution import (
+    BACK_ROWS,
+    Resolution,
+    resolve_resolution,
+    working_grid,
+)
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
+from landcover.inference.writers import CLASS_NODATA, first_argmax
 from landcover.metrics import confusion_matrix, metrics_from_confusion
 
 log = logging.getLogger("landcover")
 
 
 def tile_confusion(
-    pair: TilePair, im: InferenceModel, predictor: SlidingWindowPredictor
+    pair: TilePair,
+    im: InferenceModel,
+    predictor: SlidingWindowPredictor,
+    resolution: Resolution | None = None,
 ) -> np.ndarray:
     """Predicts a labelled tile strip by strip and counts its confusion matrix.
+
+    The class map is scored as ``landcover predict`` writes it: on the image's grid (predicted
+    at ``resolution`` and brought back by nearest neighbour), against the labels brought onto
+    the image's grid by nearest neighbour.
 
     Args:
         pair: The image and label.
         im: The loaded model.
         predictor: The sliding-window predictor.
+        resolution: The pixel size the model sees (``None``: the image's own).
 
     Returns:
         The ``(K, K)`` confusion matrix (rows true, columns predicted).
@@ -54,15 +75,22 @@ def tile_confusion(
     with open_raster(pair.image) as img, open_raster(pair.label) as lab:
         check_bands(img, pair.image, im.bands)
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
-        width = img.width
-
-        def read_rows(a: int, b: int) -> np.ndarray:
-            return np.ascontiguousarray(
-                np.moveaxis(img.read(window=Window(0, a, width, b - a)), 0, -1)
+        work = working_grid(img, pair.image, resolution) if resolution is not None else None
+        if work is None:
+            strips = _class_strips(img, predictor)
+        else:
+            log.info(
+                "%s: %d x %d px predicted at %d x %d px (%s)",
+                pair.image,
+                img.width,
+                img.height,
+                work[1],
+                work[2],
+                resolution.describe(),
             )
-
-        for row, probs in predictor.iter_strips(read_rows, img.height, width):
-            window = Window(0, row, width, probs.shape[1])
+            strips = _resampled_class_strips(img, work, predictor)
+        for row, classes in strips:
+            window = Window(0, row, img.width, classes.shape[0])
             codes = label_on_image_grid(
                 lab, img, window, label_name=pair.label, image_name=pair.image
             )
@@ -72,9 +100,64 @@ def tile_confusion(
                     f"{pair.label}: label codes {unknown} are not in the class mapping {mapping.name}"
                 )
             target = mapping.encode(codes)
-            target[img.dataset_mask(window=window) == 0] = IGNORE_INDEX
-            total += confusion_matrix(probs.argmax(dim=0), torch.from_numpy(target), k)
+            target[(img.dataset_mask(window=window) == 0) | (classes == CLASS_NODATA)] = (
+                IGNORE_INDEX
+            )
+            total += confusion_matrix(torch.from_numpy(classes), torch.from_numpy(target), k)
     return total.numpy()
+
+
+def _rows_reader(ds: Any) -> Any:
+    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8."""
+
+    def read_rows(a: int, b: int) -> np.ndarray:
+        window = Window(0, a, ds.width, b - a)
+        return np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+
+    return read_rows
+
+
+def _class_strips(ds: Any, predictor: SlidingWindowPredictor) -> Iterator[tuple[int, np.ndarray]]:
+    """Yields ``(row, classes)`` strips of a dataset predicted on its own grid."""
+    for row, probs in predictor.iter_strips(_rows_reader(ds), ds.height, ds.width):
+        yield row, first_argmax(probs).numpy()
+
+
+def _resampled_class_strips(
+    img: Any, work: Any, predictor: SlidingWindowPredictor
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yields ``(row, classes)`` strips on the image's grid of a class map predicted on ``work``.
+
+    The map is written to a scratch GeoTIFF on the working grid, then read back onto the
+    image's grid by nearest neighbour, strip by strip.
+    """
+    with tempfile.TemporaryDirectory(prefix="lc-evaluate-") as folder:
+        path = Path(folder) / "class.tif"
+        with on_grid(img, work, Resampling.bilinear) as vrt:
+            profile = {
+                "driver": "GTiff",
+                "width": vrt.width,
+                "height": vrt.height,
+                "crs": vrt.crs,
+                "transform": vrt.transform,
+                "count": 1,
+                "dtype": "uint8",
+                "nodata": CLASS_NODATA,
+                "tiled": True,
+                "blockxsize": 256,
+                "blockysize": 256,
+            }
+            with rasterio.open(path, "w", **profile) as dst:
+                for row, classes in _class_strips(vrt, predictor):
+                    window = Window(0, row, vrt.width, classes.shape[0])
+                    classes[vrt.dataset_mask(window=window) == 0] = CLASS_NODATA
+                    dst.write(classes, 1, window=window)
+        with rasterio.open(path) as cls:
+            back = (img.transform, img.width, img.height)
+            with on_grid(cls, back, Resampling.nearest) as cls_back:
+                for row in range(0, img.height, BACK_ROWS):
+                    window = Window(0, row, img.width, min(BACK_ROWS, img.height - row))
+                    yield row, cls_back.read(1, window=window)
 
 
 def write_confusion_csv(confusion: np.ndarray, names: list[str], path: str) -> None:
@@ -143,6 +226,7 @@ def evaluate_pairs(
     batch_size: int | None,
     window: int | None = None,
     tta: tuple[str, ...] = ("identity",),
+    resolution: str = "train",
 ) -> dict[str, Any]:
     """Evaluates a model on labelled tiles and writes the metrics files.
 
@@ -154,10 +238,13 @@ def evaluate_pairs(
         batch_size: Windows per forward pass (default: from a pixel budget).
         window: Window size (default: four training patches, at most 1024 px).
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
+        resolution: Pixel size the model sees: ``train``, ``native`` or metres (see
+            :mod:`landcover.inference.resolution`).
 
     Returns:
         The metrics written to ``metrics.json``.
     """
+    resolved = resolve_resolution(resolution, im.pixel_size_m, im.checkpoint)
     window, overlap, batch_size = resolve_geometry(
         im.config.data.patch_size, window, overlap, batch_size
     )
@@ -177,7 +264,7 @@ def evaluate_pairs(
     per_tile = []
     start = time.perf_counter()
     for pair in pairs:
-        cm = tile_confusion(pair, im, predictor)
+        cm = tile_confusion(pair, im, predictor, resolved)
         total += cm
         tile_metrics = metrics_from_confusion(cm, mapping.names)
         per_tile.append(
@@ -192,6 +279,7 @@ def evaluate_pairs(
             "epoch": im.epoch,
             "tiles": per_tile,
             "tta": list(tta),
+            "resolution": resolved.fingerprint,
             "pixels": int(total.sum()),
             "seconds": time.perf_counter() - start,
         }
@@ -242,6 +330,7 @@ def run_evaluate(
     device: str,
     window: int | None = None,
     tta: tuple[str, ...] = ("identity",),
+    resolution: str = "train",
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -254,6 +343,7 @@ def run_evaluate(
         device: ``auto``, ``cpu`` or ``cuda``.
         window: Window size (default: four training patches, at most 1024 px).
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
+        resolution: Pixel size the model sees: ``train``, ``native`` or metres.
 
     Returns:
         The metrics.
@@ -269,7 +359,7 @@ def run_evaluate(
         pairs = [pair for pair, _ in read_manifest(data)]
     else:
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
-    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta)
+    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta, resolution)
     print_metrics_table(metrics)
     log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)
     return metrics

@@ -58,6 +58,7 @@ def checkpoint_state(
     workers: int = 1,
     scheduler: dict[str, Any] | None = None,
     metrics: dict[str, Any] | None = None,
+    pixel_size_m: float | None = None,
 ) -> dict[str, Any]:
     """Assembles a checkpoint dict.
 
@@ -70,6 +71,8 @@ def checkpoint_state(
         workers: Worker count of the run that wrote it.
         scheduler: The schedule's position.
         metrics: The epoch's metrics record.
+        pixel_size_m: The training pixel size in metres (``None``: unknown), under
+            ``"pixel_size_m"``; predict resamples to it (older checkpoints lack the key).
 
     Returns:
         The checkpoint, ready for :func:`serialize`.
@@ -86,6 +89,7 @@ def checkpoint_state(
         "rng": rng_state(),
         "metrics": metrics or {},
         "config": config,
+        "pixel_size_m": pixel_size_m,
     }
 
 

@@ -22,7 +22,7 @@ from torch import nn
 from torch.nn.parallel import DistributedDataParallel
 
 from landcover.config import Config, config_from_dict, save_config
-from landcover.data.memory import load_tiles
+from landcover.data.memory import load_tiles, training_pixel_size
 from landcover.data.normalize import BandNormalizer
 from landcover.data.pairs import split_pairs
 from landcover.data.prefetch import Prefetcher
@@ -208,6 +208,7 @@ class Trainer:
         bands = len(cfg.bands)
         mine = shard(train_pairs, env.rank, env.world_size)
         fetch = {"concurrency": cfg.fetch_concurrency, "cache_dir": cfg.cache_dir}
+        fetch["resolution"] = cfg.resolution  # resolution hook: resample on load
         log.info(
             "rank %d/%d fetching its %d training tiles (%d files) from %s",
             env.rank,
@@ -245,6 +246,7 @@ class Trainer:
             val_report.seconds,
         )
         self.n_val = len(val_pairs)
+        self.pixel_size_m = training_pixel_size(tiles, cfg.resolution)  # resolution hook
         self._resolve_data_stats(tiles, len(train_pairs))
         try:
             self.sampler = PatchSampler(
@@ -354,6 +356,7 @@ class Trainer:
             workers=self.env.world_size,
             scheduler={"progress_epochs": epoch, "global_batch": self.geometry.global_batch},
             metrics=record,
+            pixel_size_m=self.pixel_size_m,  # resolution hook
         )
 
     def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:
