@@ -38,6 +38,8 @@ class Checkpoint:
         workers: Worker count of the run that wrote it.
         rng: Each rank's RNG states, by rank (see :mod:`landcover.training.checkpoint`).
         metrics: The last epoch's metrics record.
+        pixel_size_m: The pixel size in metres the model was trained at (``None``: unknown,
+            as in checkpoints older than the field); predict resamples to it.
         format_version: The format version it was written in.
     """
 
@@ -51,6 +53,7 @@ class Checkpoint:
     workers: int = 1
     rng: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
+    pixel_size_m: float | None = None
     format_version: int = FORMAT_VERSION
 
     def to_state(self) -> dict[str, Any]:

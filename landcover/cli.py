@@ -55,6 +55,26 @@ TtaOption = Annotated[
     ),
 ]
 
+ResolutionOption = Annotated[
+    str,
+    typer.Option(
+        help="Pixel size the model sees: train (the checkpoint's training pixel size; "
+        "native for checkpoints that do not record it), native (each tile as it is), or "
+        "metres (e.g. 1). Tiles are resampled to it, predicted, and the maps put back on "
+        "each tile's own grid."
+    ),
+]
+
+
+def _check_resolution(value: str) -> None:
+    """A bad ``--resolution`` is a usage error, reported before any work."""
+    from landcover.data.resolution import parse_resolution
+
+    try:
+        parse_resolution(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resolution") from None
+
 
 @app.command()
 def train(
@@ -200,6 +220,7 @@ def predict(
         str,
         typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
     ] = "zstd",
+    resolution: ResolutionOption = "train",
 ) -> None:
     """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
 
@@ -215,6 +236,7 @@ def predict(
     if prob_compress not in ("zstd", "deflate"):
         raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
     parse_tta(tta)  # a bad value is reported before any work
+    _check_resolution(resolution)
     launch = run_settings(
         "predict",
         workers=workers,
@@ -236,6 +258,7 @@ def predict(
         preview,
         tta=tta,
         prob_compress=prob_compress,
+        resolution=resolution,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
     run_predict_job(tiles, checkpoint, options, job, device, launch)
@@ -261,12 +284,20 @@ def evaluate(
     ] = None,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     tta: TtaOption = "none",
+    resolution: ResolutionOption = "train",
 ) -> None:
-    """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png."""
+    """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png.
+
+    With --resolution, the maps are scored as predict writes them: on each image's grid,
+    against the labels brought onto that grid (nearest neighbour).
+    """
     from landcover.inference.evaluate import run_evaluate
     from landcover.inference.tta import parse_tta
 
-    run_evaluate(checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta))
+    _check_resolution(resolution)
+    run_evaluate(
+        checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
+    )
 
 
 @data_app.command("synth")

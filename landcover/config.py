@@ -68,6 +68,9 @@ class DataConfig(_Section):
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
             them from local disk.
+        resolution: Pixel size in metres every tile is resampled to on load (imagery bilinear,
+            labels nearest), for tiles of mixed pixel sizes (0.6 m and 1 m NAIP); ``None``
+            keeps each tile's own. Checkpoints record the pixel size trained at.
     """
 
     root: str | None = None
@@ -88,6 +91,7 @@ class DataConfig(_Section):
     augment: bool = True
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
+    resolution: float | None = Field(None, gt=0)
 
     @field_validator("mean", "std", mode="before")
     @classmethod

@@ -6,7 +6,9 @@ through a local cache folder) and then decoded from memory, several at a time.
 
 from __future__ import annotations
 
+import logging
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
@@ -14,6 +16,8 @@ from landcover import storage
 from landcover.classes import ClassMapping
 from landcover.data.pairs import TilePair
 from landcover.data.raster import TileArrays, read_pair
+
+log = logging.getLogger("landcover")
 
 
 @dataclass
@@ -51,6 +55,7 @@ def load_tiles(
     bands: int,
     concurrency: int = 8,
     cache_dir: str | None = None,
+    resolution: float | None = None,
 ) -> tuple[list[TileArrays], LoadReport]:
     """Fetches tile pairs and decodes them into memory.
 
@@ -60,6 +65,8 @@ def load_tiles(
         bands: Expected number of image bands.
         concurrency: Files fetched (and tiles decoded) at once.
         cache_dir: Optional local cache folder for remote files (a second run reads from it).
+        resolution: Pixel size in metres every tile is resampled to on load (imagery
+            bilinear, labels nearest); ``None`` keeps each tile's own.
 
     Returns:
         The tiles, in the order given, and a report of what was loaded.
@@ -74,7 +81,7 @@ def load_tiles(
     blobs = fetched.data
 
     def decode(i: int) -> TileArrays:
-        return read_pair(pairs[i], mapping, bands, blobs[2 * i], blobs[2 * i + 1])
+        return read_pair(pairs[i], mapping, bands, blobs[2 * i], blobs[2 * i + 1], resolution)
 
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pairs)))) as pool:
         tiles = list(pool.map(decode, range(len(pairs))))
@@ -86,3 +93,29 @@ def load_tiles(
         seconds=time.perf_counter() - start,
     )
     return tiles, report
+
+
+def training_pixel_size(tiles: list[TileArrays], resolution: float | None) -> float | None:
+    """The pixel size a model is trained at, in metres, as its checkpoints record it.
+
+    Args:
+        tiles: The training tiles held (after any resampling on load).
+        resolution: ``data.resolution``: when set, the tiles were resampled to it.
+
+    Returns:
+        ``resolution`` when set; else the most common pixel size of the tiles (rounded to the
+        centimetre); ``None`` when no tile's size is known in metres.
+    """
+    if resolution is not None:
+        return float(resolution)
+    sizes = Counter(round(t.pixel_size_m, 2) for t in tiles if t.pixel_size_m is not None)
+    if not sizes:
+        return None
+    if len(sizes) > 1:
+        found = ", ".join(f"{s:g} m ({n})" for s, n in sorted(sizes.items()))
+        log.warning(
+            "training tiles have several pixel sizes (%s): the model records the most common; "
+            "set data.resolution to resample them all to one",
+            found,
+        )
+    return float(sizes.most_common(1)[0][0])

@@ -23,6 +23,7 @@ from rasterio.windows import Window
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
+from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
 from landcover.errors import DataError
 
 # NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
@@ -40,12 +41,15 @@ class TileArrays:
         label: ``(H, W)`` uint8 class indices; :data:`IGNORE_INDEX` where there is no data.
         nodata: ``(H, W)`` bool, True where the image has no data (see :func:`nodata_mask`);
             ``None`` when every pixel has data.
+        pixel_size_m: Pixel size in metres of the arrays (after any resampling on load), or
+            ``None`` when the tile's CRS gives no metres.
     """
 
     name: str
     image: np.ndarray
     label: np.ndarray
     nodata: np.ndarray | None = None
+    pixel_size_m: float | None = None
 
     @property
     def nbytes(self) -> int:
@@ -210,8 +214,13 @@ def read_pair(
     bands: int,
     image_bytes: bytes | None = None,
     label_bytes: bytes | None = None,
+    resolution: float | None = None,
 ) -> TileArrays:
     """Reads a tile pair into memory and encodes its labels as class indices.
+
+    With ``resolution``, the tile is resampled on load to pixels of that many metres over the
+    same ground (:mod:`landcover.data.resolution`): imagery bilinear, labels nearest from the
+    label file's own grid.
 
     Args:
         pair: The tile pair.
@@ -219,6 +228,7 @@ def read_pair(
         bands: Expected number of image bands.
         image_bytes: The image file's bytes, if already fetched.
         label_bytes: The label file's bytes, if already fetched.
+        resolution: Pixel size in metres to resample to; ``None`` keeps the image's grid.
 
     Returns:
         The tile in memory; pixels with image no-data (:func:`nodata_mask`) or ignored label
@@ -235,19 +245,27 @@ def read_pair(
     ):
         check_image(img_ds, pair.image, bands)
         check_alignable(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
-        try:
-            image = np.ascontiguousarray(np.moveaxis(img_ds.read(), 0, -1))
-            nodata = nodata_mask(img_ds, pixels=image) if has_nodata(img_ds) else None
-        except RasterioError as exc:
-            raise DataError(f"{pair.image}: corrupt or truncated GeoTIFF ({exc})") from None
-        codes = label_on_image_grid(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
+        grid = resampled_grid(img_ds, resolution)
+        if resolution is not None and pixel_size_m(img_ds) is None:
+            raise DataError(
+                f"{pair.image}: data.resolution needs pixel sizes in metres, but the image's "
+                f"CRS ({img_ds.crs}) gives none"
+            )
+        with on_grid(img_ds, grid, Resampling.bilinear) as img:
+            try:
+                image = np.ascontiguousarray(np.moveaxis(img.read(), 0, -1))
+                nodata = nodata_mask(img, pixels=image) if has_nodata(img) else None
+            except RasterioError as exc:
+                raise DataError(f"{pair.image}: corrupt or truncated GeoTIFF ({exc})") from None
+            codes = label_on_image_grid(lab_ds, img, label_name=pair.label, image_name=pair.image)
+            size = pixel_size_m(img)
     check_codes(codes, mapping, pair.label)
     label = mapping.encode(codes)
     if nodata is not None and nodata.any():
         label[nodata] = IGNORE_INDEX
     else:
         nodata = None
-    return TileArrays(pair.name, image, label, nodata)
+    return TileArrays(pair.name, image, label, nodata, size)
 
 
 def check_codes(codes: np.ndarray, mapping: ClassMapping, path: str) -> None:

@@ -11,11 +11,16 @@ import csv
 import io
 import json
 import logging
+import tempfile
 import time
+from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import rasterio
 import torch
+from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
@@ -24,24 +29,40 @@ from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
 from landcover.data.pairs import TilePair
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
+from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.predict import check_bands
+from landcover.inference.resolution import (
+    BACK_ROWS,
+    Resolution,
+    resolve_resolution,
+    working_grid,
+)
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
+from landcover.inference.writers import CLASS_NODATA, first_argmax
 from landcover.metrics import confusion_matrix, metrics_from_confusion
 
 log = logging.getLogger("landcover")
 
 
 def tile_confusion(
-    pair: TilePair, im: InferenceModel, predictor: SlidingWindowPredictor
+    pair: TilePair,
+    im: InferenceModel,
+    predictor: SlidingWindowPredictor,
+    resolution: Resolution | None = None,
 ) -> np.ndarray:
     """Predicts a labelled tile strip by strip and counts its confusion matrix.
+
+    The class map is scored as ``landcover predict`` writes it: on the image's grid (predicted
+    at ``resolution`` and brought back by nearest neighbour), against the labels brought onto
+    the image's grid by nearest neighbour.
 
     Args:
         pair: The image and label.
         im: The loaded model.
         predictor: The sliding-window predictor.
+        resolution: The pixel size the model sees (``None``: the image's own).
 
     Returns:
         The ``(K, K)`` confusion matrix (rows true, columns predicted).
@@ -55,16 +76,22 @@ def tile_confusion(
     with open_raster(pair.image) as img, open_raster(pair.label) as lab:
         check_bands(img, pair.image, im.bands)
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
-        width = img.width
-        masked = has_nodata(img)
-
-        def read_rows(a: int, b: int) -> np.ndarray:
-            return np.ascontiguousarray(
-                np.moveaxis(img.read(window=Window(0, a, width, b - a)), 0, -1)
+        work = working_grid(img, pair.image, resolution) if resolution is not None else None
+        if work is None:
+            strips = _class_strips(img, predictor)
+        else:
+            log.info(
+                "%s: %d x %d px predicted at %d x %d px (%s)",
+                pair.image,
+                img.width,
+                img.height,
+                work[1],
+                work[2],
+                resolution.describe(),
             )
-
-        for row, probs in predictor.iter_strips(read_rows, img.height, width):
-            window = Window(0, row, width, probs.shape[1])
+            strips = _resampled_class_strips(img, work, predictor)
+        for row, classes in strips:
+            window = Window(0, row, img.width, classes.shape[0])
             codes = label_on_image_grid(
                 lab, img, window, label_name=pair.label, image_name=pair.image
             )
@@ -74,15 +101,70 @@ def tile_confusion(
                     f"{pair.label}: label codes {unknown} are not in the class mapping {mapping.name}"
                 )
             target = mapping.encode(codes)
-            if masked:
+            target[classes == CLASS_NODATA] = IGNORE_INDEX
+            if has_nodata(img):
                 try:
                     target[nodata_mask(img, window)] = IGNORE_INDEX
                 except RasterioError as exc:
                     raise DataError(
                         f"{pair.image}: corrupt or truncated GeoTIFF ({read_error(exc)})"
                     ) from None
-            total += confusion_matrix(probs.argmax(dim=0), torch.from_numpy(target), k)
+            total += confusion_matrix(torch.from_numpy(classes), torch.from_numpy(target), k)
     return total.numpy()
+
+
+def _rows_reader(ds: Any) -> Any:
+    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8."""
+
+    def read_rows(a: int, b: int) -> np.ndarray:
+        window = Window(0, a, ds.width, b - a)
+        return np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+
+    return read_rows
+
+
+def _class_strips(ds: Any, predictor: SlidingWindowPredictor) -> Iterator[tuple[int, np.ndarray]]:
+    """Yields ``(row, classes)`` strips of a dataset predicted on its own grid."""
+    for row, probs in predictor.iter_strips(_rows_reader(ds), ds.height, ds.width):
+        yield row, first_argmax(probs).numpy()
+
+
+def _resampled_class_strips(
+    img: Any, work: Any, predictor: SlidingWindowPredictor
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Yields ``(row, classes)`` strips on the image's grid of a class map predicted on ``work``.
+
+    The map is written to a scratch GeoTIFF on the working grid, then read back onto the
+    image's grid by nearest neighbour, strip by strip.
+    """
+    with tempfile.TemporaryDirectory(prefix="lc-evaluate-") as folder:
+        path = Path(folder) / "class.tif"
+        with on_grid(img, work, Resampling.bilinear) as vrt:
+            profile = {
+                "driver": "GTiff",
+                "width": vrt.width,
+                "height": vrt.height,
+                "crs": vrt.crs,
+                "transform": vrt.transform,
+                "count": 1,
+                "dtype": "uint8",
+                "nodata": CLASS_NODATA,
+                "tiled": True,
+                "blockxsize": 256,
+                "blockysize": 256,
+            }
+            with rasterio.open(path, "w", **profile) as dst:
+                for row, classes in _class_strips(vrt, predictor):
+                    window = Window(0, row, vrt.width, classes.shape[0])
+                    if has_nodata(vrt):
+                        classes[nodata_mask(vrt, window)] = CLASS_NODATA
+                    dst.write(classes, 1, window=window)
+        with rasterio.open(path) as cls:
+            back = (img.transform, img.width, img.height)
+            with on_grid(cls, back, Resampling.nearest) as cls_back:
+                for row in range(0, img.height, BACK_ROWS):
+                    window = Window(0, row, img.width, min(BACK_ROWS, img.height - row))
+                    yield row, cls_back.read(1, window=window)
 
 
 def write_confusion_csv(confusion: np.ndarray, names: list[str], path: str) -> None:
@@ -151,6 +233,7 @@ def evaluate_pairs(
     batch_size: int | None,
     window: int | None = None,
     tta: tuple[str, ...] = ("identity",),
+    resolution: str = "train",
 ) -> dict[str, Any]:
     """Evaluates a model on labelled tiles and writes the metrics files.
 
@@ -162,10 +245,13 @@ def evaluate_pairs(
         batch_size: Windows per forward pass (default: from a pixel budget).
         window: Window size (default: four training patches, at most 1024 px).
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
+        resolution: Pixel size the model sees: ``train``, ``native`` or metres (see
+            :mod:`landcover.inference.resolution`).
 
     Returns:
         The metrics written to ``metrics.json``.
     """
+    resolved = resolve_resolution(resolution, im.pixel_size_m, im.checkpoint)
     window, overlap, batch_size = resolve_geometry(
         im.config.data.patch_size, window, overlap, batch_size
     )
@@ -185,7 +271,7 @@ def evaluate_pairs(
     per_tile = []
     start = time.perf_counter()
     for pair in pairs:
-        cm = tile_confusion(pair, im, predictor)
+        cm = tile_confusion(pair, im, predictor, resolved)
         total += cm
         tile_metrics = metrics_from_confusion(cm, mapping.names)
         per_tile.append(
@@ -200,6 +286,7 @@ def evaluate_pairs(
             "epoch": im.epoch,
             "tiles": per_tile,
             "tta": list(tta),
+            "resolution": resolved.fingerprint,
             "pixels": int(total.sum()),
             "seconds": time.perf_counter() - start,
         }
@@ -250,6 +337,7 @@ def run_evaluate(
     device: str,
     window: int | None = None,
     tta: tuple[str, ...] = ("identity",),
+    resolution: str = "train",
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -262,14 +350,15 @@ def run_evaluate(
         device: ``auto``, ``cpu`` or ``cuda``.
         window: Window size (default: four training patches, at most 1024 px).
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
+        resolution: Pixel size the model sees: ``train``, ``native`` or metres.
 
     Returns:
         The metrics.
     """
     from landcover.data.pairs import discover_pairs, read_manifest
+    from landcover.distributed import DistEnv
     from landcover.inference.loader import load_inference_model
     from landcover.logs import setup_logging
-    from landcover.parallel.env import DistEnv
 
     setup_logging(DistEnv(), None)
     im = load_inference_model(checkpoint, device)
@@ -277,7 +366,7 @@ def run_evaluate(
         pairs = [pair for pair, _ in read_manifest(data)]
     else:
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
-    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta)
+    metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta, resolution)
     print_metrics_table(metrics)
     log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)
     return metrics

@@ -34,6 +34,8 @@ class InferenceModel:
         autocast_dtype: bf16 on CUDA, else ``None``.
         checkpoint: Path of the checkpoint.
         epoch: Epochs the model was trained for.
+        pixel_size_m: The pixel size in metres the model was trained at; ``None`` when the
+            checkpoint does not record it (older checkpoints).
     """
 
     model: nn.Module
@@ -43,6 +45,7 @@ class InferenceModel:
     autocast_dtype: torch.dtype | None
     checkpoint: str
     epoch: int
+    pixel_size_m: float | None = None
 
     @property
     def mapping(self) -> ClassMapping:
@@ -103,4 +106,12 @@ def load_inference_model(
         autocast_dtype=choose_precision(torch_device, config.run.bf16).autocast_dtype,
         checkpoint=str(checkpoint),
         epoch=state.epoch,
+        pixel_size_m=_pixel_size(state.pixel_size_m),
     )
+
+
+def _pixel_size(value: object) -> float | None:
+    """The checkpoint's training pixel size, ``None`` when absent or not a positive number."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
+        return float(value)
+    return None

@@ -126,11 +126,16 @@ def make_fingerprint(im: Any, options: Any) -> Fingerprint:
     Returns:
         The fingerprint.
     """
+    from landcover.inference.resolution import resolve_resolution
     from landcover.inference.sliding import resolve_geometry
 
     data = im.config.data
     window, overlap, _ = resolve_geometry(data.patch_size, options.window, options.overlap)
-    resolved = {"window": window, "overlap": overlap}
+    resolved: dict[str, Any] = {"window": window, "overlap": overlap}
+    if hasattr(options, "resolution"):  # train: the checkpoint's metres (or native)
+        resolved["resolution"] = resolve_resolution(
+            options.resolution, getattr(im, "pixel_size_m", None), im.checkpoint, quiet=True
+        ).fingerprint
     pixel_options = {
         name: resolved.get(name, getattr(options, name))
         for name in PIXEL_OPTIONS

@@ -9,6 +9,7 @@ class) and ``{stem}_preview.png``.
 from __future__ import annotations
 
 import logging
+import shutil
 import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -20,16 +21,19 @@ from typing import Any
 import numpy as np
 import rasterio
 import torch
+from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover import storage
 from landcover.data.raster import nodata_mask, open_raster
+from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.records import ClassCounts, Grid
+from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.inference.writers import (
@@ -59,6 +63,8 @@ class PredictOptions:
         tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
         prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
         tags: Extra metadata tags written into both maps (a job's fingerprint).
+        resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
+            metres (see :mod:`landcover.inference.resolution`).
     """
 
     out: str
@@ -71,6 +77,7 @@ class PredictOptions:
     tta: str = "none"
     prob_compress: str = "zstd"
     tags: dict[str, str] = field(default_factory=dict)
+    resolution: str = "train"
 
 
 def check_bands(src: Any, path: str, bands: int) -> None:
@@ -147,6 +154,7 @@ class TileMapper:
             im.config.data.patch_size, options.window, options.overlap, options.batch_size
         )
         self.tta = parse_tta(options.tta)
+        self.resolution = resolve_resolution(options.resolution, im.pixel_size_m, im.checkpoint)
         self.predictor = SlidingWindowPredictor(
             im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype, self.tta
         )
@@ -205,21 +213,28 @@ class TileMapper:
         return future
 
     def _predict_pixels(self, tile: str, local_tile: str, scratch: Path, out: Path) -> _TileMaps:
-        """Predicts a local tile file into scratch maps, reading, predicting and writing at once."""
-        im, options, predictor = self.im, self.options, self.predictor
+        """Predicts a local tile file into scratch maps on the tile's grid.
+
+        A tile predicted at another pixel size (``--resolution``) is read resampled, predicted
+        into maps on that working grid, and the maps are brought back onto the tile's grid.
+        """
+        im, options = self.im, self.options
         stem = storage.name(tile).rsplit(".", 1)[0]
-        cuda = im.device.type == "cuda"
         with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
             check_bands(src, tile, im.bands)
-            height, width, bands = src.height, src.width, src.count
+            height, width = src.height, src.width
             grid = Grid.of(src)
+            work = working_grid(src, tile, self.resolution)
             log.info(
-                "%s: %d x %d px, %.2f m pixels, %s",
+                "%s: %d x %d px, %.2f m pixels, %s%s",
                 tile,
                 width,
                 height,
                 abs(src.transform.a),
                 src.crs,
+                ""
+                if work is None
+                else f", predicted at {work[1]} x {work[2]} px ({self.resolution.describe()})",
             )
             tags = {
                 "CHECKPOINT": Path(im.checkpoint).name,
@@ -229,49 +244,81 @@ class TileMapper:
             }
             if self.tta != ("identity",):
                 tags["TTA"] = ",".join(self.tta)
-            writer = MapWriter(
-                src, im.mapping, scratch, options.prob_dtype, tags, label=str(out / stem)
-            )
-            plan = predictor.plan(height, width)
-            blender = predictor.blender(plan)
-            progress = _Progress(tile, height, width, options.log_every_s)
-
-            def read(i: int) -> tuple[torch.Tensor, np.ndarray]:
-                a, b = plan.rows(i)
-                row, keep = plan.strip(i)
-                rows = np.zeros((plan.window, plan.padded_width, bands), dtype=np.uint8)
-                try:  # GDAL interleaves the bands straight into the padded buffer
-                    src.read(
-                        window=Window(0, a, width, b - a),
-                        out=np.moveaxis(rows[: b - a, :width], -1, 0),
-                    )
-                    strip = rows[row - a : row - a + keep, :width]
-                    valid = ~nodata_mask(src, Window(0, row, width, keep), pixels=strip)
-                except RasterioError as exc:
-                    raise DataError(
-                        f"{tile}: cannot read rows {a}-{b} ({error_reason(exc)})"
-                    ) from None
-                pixels = torch.from_numpy(rows)
-                return (pixels.pin_memory() if cuda else pixels), valid
-
-            def compute(i: int, item: tuple[torch.Tensor, np.ndarray]) -> EncodedStrip | None:
-                pixels, valid = item
-                probs = blender.add(pixels.to(im.device, non_blocking=True))
-                if probs is None:
-                    return None
-                classes, stored = encode_probs(probs, options.prob_dtype)
-                row, keep = plan.strip(i)
-                progress.update(row + keep)
-                return EncodedStrip(row, classes, stored, valid)
-
+            if work is not None:
+                tags["PREDICTED_PIXEL_SIZE_M"] = f"{self.resolution.metres:g}"
+            label = str(out / stem)
+            writer = MapWriter(src, im.mapping, scratch, options.prob_dtype, tags, label=label)
             try:
-                with predictor.evaluating():
-                    run_pipelined(len(plan), read, compute, writer.write)
+                if work is None:
+                    self._predict_into(tile, src, writer)
+                else:
+                    self._predict_resampled(tile, src, work, scratch, writer, label)
             except BaseException:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
         return _TileMaps(tile, local_tile, stem, out, writer, width, height, grid)
+
+    def _predict_resampled(
+        self, tile: str, src: Any, work: Any, scratch: Path, writer: MapWriter, label: str
+    ) -> None:
+        """Predicts a tile on a working grid, then writes its maps onto the tile's grid."""
+        folder = scratch / "working-grid"
+        folder.mkdir()
+        with on_grid(src, work, Resampling.bilinear) as vrt:
+            inner = MapWriter(vrt, self.im.mapping, folder, self.options.prob_dtype, label=label)
+            try:
+                self._predict_into(tile, vrt, inner)
+            except BaseException:
+                with suppress(DataError):  # the first error is the one to report
+                    inner.close()
+                raise
+            inner.close()
+        try:
+            maps_onto_grid(inner.class_path, inner.prob_path, src, writer.write)
+        except RasterioError as exc:
+            raise DataError(
+                f"{tile}: bringing the maps back onto its grid failed ({error_reason(exc)})"
+            ) from None
+        shutil.rmtree(folder, ignore_errors=True)
+
+    def _predict_into(self, tile: str, src: Any, writer: MapWriter) -> None:
+        """Predicts a dataset on its own grid into a map writer (read, predict, write at once)."""
+        im, options, predictor = self.im, self.options, self.predictor
+        cuda = im.device.type == "cuda"
+        height, width, bands = src.height, src.width, src.count
+        plan = predictor.plan(height, width)
+        blender = predictor.blender(plan)
+        progress = _Progress(tile, height, width, options.log_every_s)
+
+        def read(i: int) -> tuple[torch.Tensor, np.ndarray]:
+            a, b = plan.rows(i)
+            row, keep = plan.strip(i)
+            rows = np.zeros((plan.window, plan.padded_width, bands), dtype=np.uint8)
+            try:  # GDAL interleaves the bands straight into the padded buffer
+                src.read(
+                    window=Window(0, a, width, b - a),
+                    out=np.moveaxis(rows[: b - a, :width], -1, 0),
+                )
+                strip = rows[row - a : row - a + keep, :width]
+                valid = ~nodata_mask(src, Window(0, row, width, keep), pixels=strip)
+            except RasterioError as exc:
+                raise DataError(f"{tile}: cannot read rows {a}-{b} ({error_reason(exc)})") from None
+            pixels = torch.from_numpy(rows)
+            return (pixels.pin_memory() if cuda else pixels), valid
+
+        def compute(i: int, item: tuple[torch.Tensor, np.ndarray]) -> EncodedStrip | None:
+            pixels, valid = item
+            probs = blender.add(pixels.to(im.device, non_blocking=True))
+            if probs is None:
+                return None
+            classes, stored = encode_probs(probs, options.prob_dtype)
+            row, keep = plan.strip(i)
+            progress.update(row + keep)
+            return EncodedStrip(row, classes, stored, valid)
+
+        with predictor.evaluating():
+            run_pipelined(len(plan), read, compute, writer.write)
 
     def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> dict[str, Any]:
         """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""

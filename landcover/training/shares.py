@@ -13,7 +13,7 @@ import torch
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, config_from_dict
-from landcover.data.memory import load_tiles
+from landcover.data.memory import load_tiles, training_pixel_size
 from landcover.data.normalize import BandNormalizer
 from landcover.data.pairs import split_pairs
 from landcover.data.raster import TileArrays
@@ -39,6 +39,7 @@ class WorkerData:
         val_tiles: The worker's share of the validation tiles.
         n_val: Validation tiles in the whole run.
         prepare: The band normaliser (numbers identical on every worker).
+        pixel_size_m: The pixel size the model trains at, for its checkpoints (metres).
         resume: The checkpoint to resume from, when it was already loaded for its data
             statistics (path and record).
     """
@@ -47,6 +48,7 @@ class WorkerData:
     val_tiles: list[TileArrays]
     n_val: int
     prepare: BandNormalizer
+    pixel_size_m: float | None = None
     resume: tuple[str, Checkpoint] | None = None
 
 
@@ -76,7 +78,11 @@ def load_worker_data(
     train_pairs, val_pairs = split_pairs(cfg, root)
     bands = len(cfg.bands)
     mine = shard(train_pairs, env.rank, env.world_size)
-    fetch = {"concurrency": cfg.fetch_concurrency, "cache_dir": cfg.cache_dir}
+    fetch = {
+        "concurrency": cfg.fetch_concurrency,
+        "cache_dir": cfg.cache_dir,
+        "resolution": cfg.resolution,  # resampled on load when set
+    }
     log.info(
         "rank %d/%d fetching its %d training tiles (%d files) from %s",
         env.rank,
@@ -126,7 +132,8 @@ def load_worker_data(
     except ValueError as exc:
         raise DataError(f"rank {env.rank}: {exc}") from None
     prepare = BandNormalizer(cfg.mean, cfg.std, device)
-    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, resume)
+    pixel_size = training_pixel_size(tiles, cfg.resolution)
+    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, pixel_size, resume)
 
 
 def _resolve_data_stats(

@@ -155,6 +155,7 @@ class Trainer:
             workers=self.env.world_size,
             rng=rng,
             metrics=record,
+            pixel_size_m=self.data.pixel_size_m,
         )
 
     def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:

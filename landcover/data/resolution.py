@@ -1,0 +1,168 @@
+"""Pixel sizes in metres, and the same ground on a grid of another pixel size.
+
+NAIP has 0.6 m pixels since about 2018, while the Chesapeake labels (and most models trained on
+them) are 1 m. A model sees texture and object sizes in pixels, so it should predict at the
+pixel size it was trained at. Training records that pixel size in its checkpoints; ``predict``
+and ``evaluate`` resample each input to it (``--resolution``), and training can resample its
+tiles to one pixel size on load (``data.resolution``).
+
+A resampled grid covers exactly the tile's ground: it keeps the tile's corner, CRS and
+orientation, and has ``round(width * pixel_x / metres)`` columns (rows likewise), so its pixels
+are within half a pixel over the tile of the size asked for. Pixel sizes within 1 % of the
+target are left as they are.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from affine import Affine
+from rasterio.enums import Resampling
+from rasterio.errors import CRSError
+from rasterio.vrt import WarpedVRT
+
+TOLERANCE = 0.01
+"""Relative difference of pixel sizes treated as the same (no resampling)."""
+
+FAR_OFF = 2.0
+"""A tile whose pixels are more than this factor off the training pixel size gets a warning."""
+
+NATIVE = "native"
+TRAIN = "train"
+
+
+def parse_resolution(text: str) -> str | float:
+    """Parses a ``--resolution`` value.
+
+    Args:
+        text: ``train``, ``native`` or a pixel size in metres (``0.6``, ``1``).
+
+    Returns:
+        ``"train"``, ``"native"`` or the pixel size as a float.
+
+    Raises:
+        ValueError: If the text is none of these, or the size is not a positive number.
+    """
+    value = text.strip().lower()
+    if value in (TRAIN, NATIVE):
+        return value
+    try:
+        metres = float(value.removesuffix("m"))
+    except ValueError:
+        raise ValueError(
+            f"{text!r} is not train, native or a pixel size in metres (e.g. 1 or 0.6)"
+        ) from None
+    if not math.isfinite(metres) or metres <= 0:
+        raise ValueError(f"{text!r}: a pixel size must be a positive number of metres")
+    return metres
+
+
+def metres_per_unit(crs: Any) -> float | None:
+    """How many metres one unit of a CRS is, or ``None`` (no CRS, geographic, no unit).
+
+    Args:
+        crs: A rasterio CRS or ``None``.
+
+    Returns:
+        The factor, or ``None`` when pixel sizes in metres are unknown.
+    """
+    if crs is None or crs.is_geographic:
+        return None
+    try:
+        return float(crs.linear_units_factor[1])
+    except CRSError:
+        return None
+
+
+def pixel_sides_m(ds: Any) -> tuple[float, float] | None:
+    """A raster's pixel width and height in metres.
+
+    Args:
+        ds: An open dataset (anything with ``crs`` and ``transform``).
+
+    Returns:
+        ``(x, y)`` in metres, or ``None`` when the CRS gives no metres (none, geographic).
+    """
+    factor = metres_per_unit(ds.crs)
+    if factor is None:
+        return None
+    t = ds.transform
+    return math.hypot(t.a, t.d) * factor, math.hypot(t.b, t.e) * factor
+
+
+def pixel_size_m(ds: Any) -> float | None:
+    """A raster's pixel size in metres: the side of a square pixel of the same area.
+
+    Args:
+        ds: An open dataset.
+
+    Returns:
+        The size, or ``None`` when the CRS gives no metres.
+    """
+    sides = pixel_sides_m(ds)
+    return None if sides is None else math.sqrt(sides[0] * sides[1])
+
+
+def same_size(a: float, b: float) -> bool:
+    """Whether two pixel sizes are within :data:`TOLERANCE` of each other."""
+    return abs(a - b) <= TOLERANCE * max(a, b)
+
+
+def far_off(tile_m: float, train_m: float) -> bool:
+    """Whether a tile's pixel size is more than :data:`FAR_OFF` times off the training one."""
+    ratio = tile_m / train_m
+    return ratio > FAR_OFF or ratio < 1 / FAR_OFF
+
+
+def resampled_grid(ds: Any, metres: float | None) -> tuple[Affine, int, int] | None:
+    """The grid with pixels of ``metres`` over exactly a raster's ground.
+
+    Args:
+        ds: An open dataset.
+        metres: The pixel size wanted; ``None`` keeps the raster's own.
+
+    Returns:
+        ``(transform, width, height)``, or ``None`` when the raster stays as it is (no size
+        asked for, the size is already within :data:`TOLERANCE`, or the CRS gives no metres).
+    """
+    sides = pixel_sides_m(ds) if metres is not None else None
+    if sides is None or metres is None:
+        return None
+    if same_size(sides[0], metres) and same_size(sides[1], metres):
+        return None
+    width = max(1, round(ds.width * sides[0] / metres))
+    height = max(1, round(ds.height * sides[1] / metres))
+    transform = ds.transform * Affine.scale(ds.width / width, ds.height / height)
+    return transform, width, height
+
+
+@contextmanager
+def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resampling) -> Iterator[Any]:
+    """A raster seen on another grid of the same CRS, resampled as it is read (window by window).
+
+    Args:
+        ds: The open dataset.
+        grid: ``(transform, width, height)``; ``None`` yields ``ds`` itself.
+        resampling: How pixels are resampled (bilinear for imagery and probabilities, nearest
+            for classes and labels).
+
+    Yields:
+        A dataset-like object (a :class:`~rasterio.vrt.WarpedVRT`, or ``ds``): ``read`` and
+        ``dataset_mask`` take windows of the new grid, and memory stays that of the window.
+    """
+    if grid is None:
+        yield ds
+        return
+    transform, width, height = grid
+    with WarpedVRT(
+        ds,
+        crs=ds.crs,
+        transform=transform,
+        width=width,
+        height=height,
+        resampling=resampling,
+    ) as vrt:
+        yield vrt
