@@ -89,6 +89,28 @@ def _cycle(graph: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+def test_every_import_of_the_package_names_a_module_that_exists() -> None:
+    # lazy imports inside functions are not run by an import of the module: read them
+    modules = _modules()
+    missing = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and not node.level and node.module:
+                if node.module.startswith("landcover") and node.module not in modules:
+                    missing.append(f"{name}: from {node.module} import ...")
+                for alias in node.names if node.module in modules else ():
+                    full = f"{node.module}.{alias.name}"
+                    if (PACKAGE / alias.name).is_dir() and full not in modules:
+                        missing.append(f"{name}: {full}")
+            elif isinstance(node, ast.Import):
+                missing += [
+                    f"{name}: import {a.name}"
+                    for a in node.names
+                    if a.name.startswith("landcover") and a.name not in modules
+                ]
+    assert missing == []
+
+
 def test_the_cycle_finder_finds_cycles() -> None:
     assert _cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert _cycle({"a": {"b", "c"}, "b": {"c"}}) is None

@@ -356,9 +356,9 @@ def run_evaluate(
         The metrics.
     """
     from landcover.data.pairs import discover_pairs, read_manifest
-    from landcover.distributed import DistEnv
     from landcover.inference.loader import load_inference_model
     from landcover.logs import setup_logging
+    from landcover.parallel.env import DistEnv
 
     setup_logging(DistEnv(), None)
     im = load_inference_model(checkpoint, device)
