@@ -2,10 +2,10 @@
 
 Workers start under torchrun's elastic agent (:mod:`~landcover.parallel.launch`), an external
 ``torchrun``, Azure ML's ``pytorch`` distribution or ``mpirun``. Each joins the group through
-torch's ``env://`` rendezvous (which, under an elastic agent, connects to the agent's store and
-keeps each restart's keys apart), bound to its GPU on NCCL. The model is converted to
-SyncBatchNorm on multi-GPU runs that synchronise every step, wrapped in DDP with the configured
-communication hook, or left bare with periodic averaging under local SGD.
+torch's ``env://`` rendezvous, or under an elastic agent through the agent's store with a key
+prefix per restart (see :func:`init_process_group`), bound to its GPU on NCCL. The model is
+converted to SyncBatchNorm on multi-GPU runs that synchronise every step, wrapped in DDP with
+the configured communication hook, or left bare with periodic averaging under local SGD.
 """
 
 from __future__ import annotations
@@ -80,12 +80,31 @@ def init_process_group(
             "(torchrun and Azure ML set them; under mpirun export them yourself)"
         )
     bound = device if device is not None and device.type == "cuda" else None
-    dist.init_process_group(
-        backend=backend,
-        init_method="env://",
-        timeout=timedelta(seconds=timeout_s),
-        device_id=bound,
-    )
+    timeout = timedelta(seconds=timeout_s)
+    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
+        # Under an elastic agent torch's env:// rendezvous connects to the agent's store
+        # without a per-attempt prefix, and the keys of a failed attempt linger there: a
+        # restarted group then reads a dead worker's Gloo address and cannot connect
+        # (tests/test_scale_out.py and test_predict_job.py kill a worker and see it). So each
+        # attempt gets its own key prefix, as torch's elastic launcher once did itself.
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        store = dist.TCPStore(
+            os.environ["MASTER_ADDR"],
+            int(os.environ["MASTER_PORT"]),
+            env.world_size,
+            is_master=False,
+            timeout=timeout,
+        )
+        dist.init_process_group(
+            backend=backend,
+            store=dist.PrefixStore(f"landcover/attempt_{attempt}", store),
+            rank=env.rank,
+            world_size=env.world_size,
+            timeout=timeout,
+            device_id=bound,
+        )
+        return
+    dist.init_process_group(backend=backend, init_method="env://", timeout=timeout, device_id=bound)
 
 
 def destroy_process_group() -> None:
