@@ -60,20 +60,9 @@ def launch(
     Raises:
         LandcoverError: If a worker fails (and restarts are exhausted) or the rendezvous fails.
     """
-    from landcover.parallel.launch import launch_workers
+    from landcover.parallel.launch import launch_node
 
-    return launch_workers(
-        worker,
-        (spec,),
-        nproc=nproc,
-        nnodes=settings.nnodes,
-        rdzv_endpoint=settings.rdzv_endpoint or "localhost:0",
-        run_id=settings.rdzv_id or default_id,
-        max_restarts=settings.max_restarts,
-        is_rdzv_host=None if settings.node_rank is None else settings.node_rank == 0,
-        rdzv_timeout_s=settings.rdzv_timeout_s,
-        local_addr=settings.local_addr,
-    )
+    return launch_node(worker, (spec,), settings, nproc, default_id)
 
 
 def worker_env() -> DistEnv:

@@ -272,13 +272,22 @@ def launch_workers(
                 os.environ[ERROR_DIR_ENV] = previous
 
 
-def launch_node(fn: Callable[..., Any], args: tuple[Any, ...], run: RunConfig) -> dict[int, Any]:
+def launch_node(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    run: RunConfig,
+    nproc: int | None = None,
+    default_id: str | None = None,
+) -> dict[int, Any]:
     """Runs this node's share of a job's workers as the run settings describe it.
 
     Args:
         fn: The workers' module-level entry point.
         args: Its arguments (picklable).
         run: The run settings (workers per node, nodes, rendezvous, restarts).
+        nproc: Workers on this node (default: ``run.nproc_per_node``).
+        default_id: The rendezvous id when ``run.rdzv_id`` names none (default: derived
+            from ``run.out``).
 
     Returns:
         Each global rank's return value.
@@ -286,23 +295,14 @@ def launch_node(fn: Callable[..., Any], args: tuple[Any, ...], run: RunConfig) -
     Raises:
         LandcoverError: If a worker fails and restarts are exhausted.
     """
-    if run.nnodes > 1:
-        log.info(
-            "starting %d workers on this node of %d (c10d rendezvous at %s)",
-            run.nproc_per_node,
-            run.nnodes,
-            run.rdzv_endpoint,
-        )
-    else:
-        log.info("starting %d workers (torch elastic agent, c10d rendezvous)", run.workers)
-    run_id = run.rdzv_id or "landcover-" + hashlib.sha256(run.out.encode()).hexdigest()[:12]
+    out_id = "landcover-" + hashlib.sha256(run.out.encode()).hexdigest()[:12]
     return launch_workers(
         fn,
         args,
-        nproc=run.nproc_per_node,
+        nproc=run.nproc_per_node if nproc is None else nproc,
         nnodes=run.nnodes,
         rdzv_endpoint=run.rdzv_endpoint or "localhost:0",
-        run_id=run_id,
+        run_id=run.rdzv_id or default_id or out_id,
         max_restarts=run.max_restarts,
         is_rdzv_host=None if run.node_rank is None else run.node_rank == 0,
         rdzv_timeout_s=run.rdzv_timeout_s,

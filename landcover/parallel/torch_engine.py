@@ -194,4 +194,14 @@ class TorchEngine(Engine):
         """See :meth:`Engine.launch`: torchrun's elastic agent with c10d rendezvous."""
         from landcover.parallel.launch import launch_node
 
-        launch_node(entry, (config.to_dict(),), config.run)
+        run = config.run
+        if run.nnodes > 1:
+            log.info(
+                "starting %d workers on this node of %d (c10d rendezvous at %s)",
+                run.nproc_per_node,
+                run.nnodes,
+                run.rdzv_endpoint,
+            )
+        else:
+            log.info("starting %d workers (torch elastic agent, c10d rendezvous)", run.workers)
+        launch_node(entry, (config.to_dict(),), run)
