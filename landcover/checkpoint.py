@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from landcover.errors import CheckpointError
+from landcover.redaction import redact_tree
 
 FORMAT = "landcover-checkpoint"
 FORMAT_VERSION = 2
@@ -64,6 +65,9 @@ class Checkpoint:
         """
         state = asdict(self)
         state["model"] = self.model  # asdict would deep-copy every tensor
+        # no secret in a checkpoint: the configuration may name a data or output URL
+        state["config"] = redact_tree(state["config"])
+        state["metrics"] = redact_tree(state["metrics"])
         state["format"] = FORMAT
         state["format_version"] = FORMAT_VERSION
         return state

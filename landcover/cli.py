@@ -8,6 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
+from landcover import redaction
 from landcover.errors import LandcoverError
 
 app = typer.Typer(
@@ -537,10 +538,11 @@ def cluster_azureml(
 
 def main() -> None:
     """Runs the CLI; user-fixable problems print one line and exit non-zero."""
+    redaction.install()
     try:
         app()
     except LandcoverError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        print(f"error: {redaction.redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

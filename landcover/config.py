@@ -30,6 +30,19 @@ class _Section(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
+def _no_credentials_in_url(value: str | None) -> str | None:
+    """Refuses a data or output URL that carries a shared access signature."""
+    from landcover.storage.errors import StorageError
+    from landcover.storage.urls import check_no_credentials
+
+    if value is not None:
+        try:
+            check_no_credentials(value)
+        except StorageError as exc:
+            raise ValueError(str(exc)) from None
+    return value
+
+
 def _numbers_or_auto(value: Any, what: str) -> Any:
     """Rejects anything but a list or ``auto`` up front, with a message users can act on."""
     if isinstance(value, str) and value != AUTO:
@@ -92,6 +105,11 @@ class DataConfig(_Section):
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
     resolution: float | None = Field(None, gt=0)
+
+    @field_validator("root", "manifest", "val_root", "cache_dir")
+    @classmethod
+    def _no_credentials(cls, value: str | None) -> str | None:
+        return _no_credentials_in_url(value)
 
     @field_validator("mean", "std", mode="before")
     @classmethod
@@ -349,6 +367,11 @@ class RunConfig(_Section):
     powersgd_rank: int = Field(1, ge=1)
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
+
+    @field_validator("out")
+    @classmethod
+    def _no_credentials(cls, value: str) -> str:
+        return _no_credentials_in_url(value)  # type: ignore[return-value]
 
     @model_validator(mode="after")
     def _nodes_consistent(self) -> RunConfig:
@@ -609,7 +632,8 @@ def save_config(config: Config, path: Path) -> None:
         config: The configuration.
         path: Destination file.
     """
-    from landcover.fileio import atomic_write_bytes
+    from landcover.fileio import atomic_write_text
+    from landcover.redaction import redact_tree
 
-    text = yaml.safe_dump(config.to_dict(), sort_keys=False)
-    atomic_write_bytes(path, text.encode())
+    text = yaml.safe_dump(redact_tree(config.to_dict()), sort_keys=False)
+    atomic_write_text(path, text)

@@ -6,6 +6,8 @@ import os
 import tempfile
 from pathlib import Path
 
+from landcover.redaction import redact
+
 
 def default_file_mode() -> int:
     """The mode a new file gets under the current umask (``mkstemp`` files are 0600)."""
@@ -51,6 +53,19 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Writes a text record atomically, with every credential redacted.
+
+    Every text file landcover writes (configurations, records, job files) goes through here or
+    :func:`landcover.storage.io.write_text`, so no secret reaches a file.
+
+    Args:
+        path: Destination file; its folder is created if needed.
+        text: The content.
+    """
+    atomic_write_bytes(path, redact(text).encode())
 
 
 def remove_stale_temporaries(folder: str | Path) -> list[Path]:

@@ -7,6 +7,22 @@ import sys
 from pathlib import Path
 
 from landcover.parallel.env import DistEnv
+from landcover.redaction import redact
+
+
+class RedactingFormatter(logging.Formatter):
+    """A formatter whose lines (messages, arguments and tracebacks) carry no credential."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Formats the record, then redacts it.
+
+        Args:
+            record: The log record.
+
+        Returns:
+            The line, with every secret replaced by ``***``.
+        """
+        return redact(super().format(record))
 
 
 def setup_logging(env: DistEnv, out: str | None) -> None:
@@ -27,13 +43,13 @@ def setup_logging(env: DistEnv, out: str | None) -> None:
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.INFO if env.is_main else logging.WARNING)
     prefix = "" if env.world_size == 1 else f"[rank {env.rank}] "
-    console.setFormatter(logging.Formatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
+    console.setFormatter(RedactingFormatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
     logger.addHandler(console)
     if out is not None:
         folder = Path(out) / "logs"
         folder.mkdir(parents=True, exist_ok=True)
         file_handler = logging.FileHandler(folder / f"rank{env.rank}.log")
         file_handler.setFormatter(
-            logging.Formatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
+            RedactingFormatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
         )
         logger.addHandler(file_handler)

@@ -35,10 +35,17 @@ import yaml
 import landcover
 from landcover import storage
 from landcover.cluster.plan import ClusterPlan
-from landcover.cluster.spec import ClusterError, ClusterSpec, find_secret
+from landcover.cluster.spec import (
+    NO_SECRETS_HINT,
+    ClusterError,
+    ClusterSpec,
+    find_secret,
+    secret_in_text,
+)
 from landcover.config import read_config_tree
-from landcover.fileio import atomic_write_bytes
+from landcover.fileio import atomic_write_text
 from landcover.parallel.engines import DEFAULT_ENGINE, ENGINES
+from landcover.redaction import redact_tree
 from landcover.storage.credentials import ENV_ACCOUNT_NAME
 from landcover.storage.urls import protocol
 
@@ -401,8 +408,10 @@ def job_spec(
 
 
 def _dump(path: Path, data: Any) -> None:
-    text = yaml.safe_dump(data, sort_keys=False, default_flow_style=False, width=10_000)
-    atomic_write_bytes(path, text.encode())
+    text = yaml.safe_dump(
+        redact_tree(data), sort_keys=False, default_flow_style=False, width=10_000
+    )
+    atomic_write_text(path, text)
 
 
 def _write_source(root: Path, dest: Path) -> None:
@@ -421,11 +430,18 @@ def _write_source(root: Path, dest: Path) -> None:
 def _setup_commands(
     cluster: ClusterSpec, cluster_dir: Path, code_dir: Path
 ) -> tuple[list[str], bool]:
-    """The nodeSetup commands; script files are copied into the job's code folder."""
+    """The nodeSetup commands; script files are copied into the job's code folder.
+
+    Raises:
+        ClusterError: A nodeSetup script holds what looks like a credential.
+    """
     commands, scripts = [], False
     for item in cluster.node_setup:
         script = (cluster_dir / item).resolve() if " " not in item.strip() else None
         if script is not None and script.is_file():
+            what = secret_in_text(script.read_text(errors="replace"))
+            if what:
+                raise ClusterError(f"nodeSetup script {script} holds {what}; {NO_SECRETS_HINT}")
             code_dir.mkdir(parents=True, exist_ok=True)
             shutil.copy2(script, code_dir / script.name)
             commands.append(f"bash {script.name}")
@@ -558,7 +574,7 @@ def write_azureml(
             f"the {engine} engine needs Horovod in the image, and {script} was "
             f"not found: add its install step to {context / 'Dockerfile'}"
         )
-    atomic_write_bytes(context / "Dockerfile", dockerfile(base_image, horovod).encode())
+    atomic_write_text(context / "Dockerfile", dockerfile(base_image, horovod))
 
     files = AzureMLFiles(
         out=out,

@@ -31,6 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from landcover.cluster.vmsizes import VmSize, close_matches, find_vm_size
 from landcover.errors import ConfigError
+from landcover.redaction import redact
 
 DEFAULT_CLUSTER_FILE = "cluster.json"
 DEFAULT_COMPUTE_NAME = "landcover-gpu"
@@ -124,10 +125,29 @@ def find_secret(tree: Any, where: str = "") -> str | None:
             if found:
                 return found
     elif isinstance(tree, str):
-        for pattern, what in _SECRET_VALUES:
-            if pattern.search(tree):
-                return f"the value of '{where}' looks like {what}"
+        what = secret_in_text(tree)
+        if what:
+            return f"the value of '{where}' looks like {what}"
     return None
+
+
+def secret_in_text(text: str) -> str | None:
+    """What kind of credential a piece of text holds, if any.
+
+    Everything :func:`landcover.redaction.redact` would remove counts (SAS signatures,
+    account keys, connection strings, bearer tokens, ``export ..._KEY=...``, ``az login -p``,
+    the value of a credential variable in this environment), and so do private keys.
+
+    Args:
+        text: A string from cluster.json, or a nodeSetup script.
+
+    Returns:
+        A description such as ``a connection string``, or ``None``.
+    """
+    for pattern, what in _SECRET_VALUES:
+        if pattern.search(text):
+            return what
+    return "a credential" if redact(text) != text else None
 
 
 class ClusterSpec(BaseModel):

@@ -37,7 +37,7 @@ from landcover.data.align import (
 )
 from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
-from landcover.fileio import atomic_write_bytes, make_temp_beside
+from landcover.fileio import atomic_write_text, make_temp_beside
 
 BLOCK = 256
 """GeoTIFF block size of the written tiles."""
@@ -311,7 +311,7 @@ def prepare_tiles(
     for image_path, label_path in summary.written:
         writer.writerow([image_path.name, label_path.name, ""])
     summary.manifest = out / "manifest.csv"
-    atomic_write_bytes(summary.manifest, buffer.getvalue().encode())
+    atomic_write_text(summary.manifest, buffer.getvalue())
     return summary
 
 

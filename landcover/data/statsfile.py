@@ -184,7 +184,7 @@ def run_stats(
     measured = measure_pairs(pairs, mapping, bands, on_tile=progress)
     target = out or default_out(data)
     text = stats_yaml(data, measured.stats, mapping, datetime.now(timezone.utc))
-    storage.write_bytes(target, text.encode())
+    storage.write_text(target, text)
     result = StatsResult(
         data, measured.stats, mapping, target, len(measured.tiles), measured.pixels
     )

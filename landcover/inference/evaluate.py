@@ -180,7 +180,7 @@ def write_confusion_csv(confusion: np.ndarray, names: list[str], path: str) -> N
     writer.writerow(["true \\ predicted", *names])
     for name, row in zip(names, confusion, strict=True):
         writer.writerow([name, *(int(v) for v in row)])
-    storage.write_bytes(path, buffer.getvalue().encode())
+    storage.write_text(path, buffer.getvalue())
 
 
 def plot_confusion(confusion: np.ndarray, names: list[str], path: str) -> None:
@@ -291,7 +291,7 @@ def evaluate_pairs(
             "seconds": time.perf_counter() - start,
         }
     )
-    storage.write_bytes(storage.join(out, "metrics.json"), json.dumps(metrics, indent=2).encode())
+    storage.write_text(storage.join(out, "metrics.json"), json.dumps(metrics, indent=2))
     write_confusion_csv(total, mapping.names, storage.join(out, "confusion.csv"))
     plot_confusion(total, mapping.names, storage.join(out, "confusion.png"))
     return metrics

@@ -261,6 +261,6 @@ def write_mosaics(
         ):
             ET.indent(tree)
             path = storage.join(out, f"mosaic_{kind}{suffix}.vrt")
-            storage.write_bytes(path, ET.tostring(tree, encoding="unicode").encode() + b"\n")
+            storage.write_text(path, ET.tostring(tree, encoding="unicode") + "\n")
             written.append(path)
     return written

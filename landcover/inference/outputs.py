@@ -276,7 +276,7 @@ def write_stats(url: str, tile: str, fingerprint: str, grid: Grid, counts: Class
         "class_pixels": counts.pixels,
         "nodata_pixels": counts.nodata,
     }
-    storage.write_bytes(url, json.dumps(record, indent=1).encode())
+    storage.write_text(url, json.dumps(record, indent=1))
 
 
 def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> ClassCounts | None:

@@ -203,5 +203,5 @@ def write_item_collection(
     collection = pystac.ItemCollection(items, clone_items=False)
     path = storage.join(out, "stac_items.json")
     document = collection.to_dict(transform_hrefs=False)
-    storage.write_bytes(path, json.dumps(document, indent=1).encode())
+    storage.write_text(path, json.dumps(document, indent=1))
     return path

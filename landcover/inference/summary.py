@@ -107,12 +107,12 @@ def tile_row(record: TileRecord, mapping: ClassMapping) -> dict[str, Any]:
     return row
 
 
-def _csv(rows: list[dict[str, Any]]) -> bytes:
+def _csv(rows: list[dict[str, Any]]) -> str:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=list(rows[0]), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
-    return buffer.getvalue().encode()
+    return buffer.getvalue()
 
 
 def summary_document(
@@ -161,11 +161,11 @@ def write_summary(
     written = []
     if records:
         path = storage.join(out, "summary.csv")
-        storage.write_bytes(path, _csv([tile_row(r, mapping) for r in records]))
+        storage.write_text(path, _csv([tile_row(r, mapping) for r in records]))
         written.append(path)
     path = storage.join(out, "summary.json")
     document = summary_document(records, mapping, job)
-    storage.write_bytes(path, json.dumps(document, indent=1).encode())
+    storage.write_text(path, json.dumps(document, indent=1))
     written.append(path)
     path = storage.join(out, "classes.csv")
     rows = [
@@ -178,6 +178,6 @@ def write_summary(
         }
         for t in class_totals(records, mapping)
     ]
-    storage.write_bytes(path, _csv(rows))
+    storage.write_text(path, _csv(rows))
     written.append(path)
     return written

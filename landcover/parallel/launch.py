@@ -29,8 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from landcover import redaction
 from landcover.config import RunConfig
 from landcover.errors import LandcoverError, PeerFailureError
+from landcover.redaction import redact
 
 ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
 log = logging.getLogger("landcover")
@@ -63,7 +65,7 @@ def report_worker_error(exc: LandcoverError, rank: int) -> bool:
     if not error_dir:
         return False
     kind = "peer" if isinstance(exc, PeerFailureError) else "cause"
-    Path(error_dir, f"rank{rank}.{kind}.txt").write_text(str(exc))
+    Path(error_dir, f"rank{rank}.{kind}.txt").write_text(redact(str(exc)))
     return True
 
 
@@ -92,6 +94,7 @@ def reported_error(error_dir: Path, first_failed_rank: int | None = None) -> str
 def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
     """Runs ``fn`` in a worker; a LandcoverError is reported to the launcher, exit non-zero."""
     set_parent_death_signal()
+    redaction.install()
     try:
         return fn(*args)
     except LandcoverError as exc:
@@ -104,7 +107,7 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
         error_dir = os.environ.get(ERROR_DIR_ENV)
         if error_dir:
             last = f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
-            Path(error_dir, f"rank{os.environ.get('RANK', '0')}.crash.txt").write_text(last)
+            Path(error_dir, f"rank{os.environ.get('RANK', '0')}.crash.txt").write_text(redact(last))
         raise SystemExit(1) from None
 
 

@@ -30,6 +30,7 @@ from landcover.storage.io import (
     stat,
     upload_file,
     write_bytes,
+    write_text,
 )
 from landcover.storage.retry import RetryPolicy, default_policy
 from landcover.storage.urls import is_azure, is_remote, join, name, parse
@@ -65,4 +66,5 @@ __all__ = [
     "stat",
     "upload_file",
     "write_bytes",
+    "write_text",
 ]

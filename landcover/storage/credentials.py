@@ -26,12 +26,12 @@ import binascii
 import hashlib
 import ipaddress
 import os
-import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from landcover import redaction
 from landcover.storage.errors import CredentialsError
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -50,10 +50,6 @@ DEVSTORE_ACCOUNT = "devstoreaccount1"
 DEVSTORE_ENDPOINT = f"http://127.0.0.1:10000/{DEVSTORE_ACCOUNT}"
 
 Method = Literal["connection_string", "account_key", "sas_token", "default_credential"]
-
-_SECRET_PATTERNS = re.compile(
-    r"(AccountKey=|SharedAccessSignature=|[?&]sig=|\bsig=)[^;&\s'\"]+", re.IGNORECASE
-)
 
 
 @dataclass(frozen=True)
@@ -215,7 +211,7 @@ def azure_auth(account: str | None = None, env: Mapping[str, str] | None = None)
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Removes credential values from a message (keys, SAS signatures, connection strings).
+    """Removes credentials from a message; see :func:`landcover.redaction.redact`.
 
     Args:
         text: A message, e.g. an exception's text.
@@ -224,10 +220,4 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     Returns:
         The message with every secret replaced by ``***``.
     """
-    env = os.environ if env is None else env
-    for variable in SECRET_VARIABLES:
-        value = env.get(variable, "").strip()
-        for secret in {value, value.lstrip("?")}:
-            if len(secret) >= 8:
-                text = text.replace(secret, "***")
-    return _SECRET_PATTERNS.sub(lambda m: m.group(1) + "***", text)
+    return redaction.redact(text, env)

@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from landcover.fileio import atomic_write_bytes, make_temp_beside
+from landcover.redaction import redact
 from landcover.storage.errors import StorageNotFoundError
 from landcover.storage.filesystems import filesystem_of
 from landcover.storage.retry import RetryPolicy, retrying
@@ -206,6 +207,20 @@ def write_bytes(url: str | Path, data: bytes, policy: RetryPolicy | None = None)
         return
     fs, path = filesystem_of(location, policy)
     retrying("write", location.url, lambda: fs.pipe_file(path, data, overwrite=True), policy)
+
+
+def write_text(url: str | Path, text: str, policy: RetryPolicy | None = None) -> None:
+    """Writes a text record like :func:`write_bytes`, with every credential redacted.
+
+    Args:
+        url: Destination path or URL.
+        text: The content (written as UTF-8).
+        policy: Retry settings for blob URLs.
+
+    Raises:
+        StorageError: The write failed (the previous content, if any, is intact).
+    """
+    write_bytes(url, redact(text).encode(), policy)
 
 
 def remove(url: str | Path, missing_ok: bool = True, policy: RetryPolicy | None = None) -> None:

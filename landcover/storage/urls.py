@@ -9,7 +9,9 @@
 - ``memory://prefix`` (fsspec's in-process file system, for tests and tools)
 
 A URL never carries credentials: those come from the environment (see
-:mod:`landcover.storage.credentials`).
+:mod:`landcover.storage.credentials`). A blob URL with a shared-access-signature query
+(``az://c/t.tif?sv=...&sig=...``, or an ``https://`` SAS URL) is refused with a message that
+says where the token goes, and the token itself is redacted from that message.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
+from landcover.redaction import redact
 from landcover.storage.errors import StorageError
 
 AZURE_PROTOCOLS = ("az", "abfs", "abfss")
@@ -26,6 +29,9 @@ LOCAL_PROTOCOLS = ("file", "local")
 SUPPORTED = "a path, file://, az://container/path, abfs[s]://container/path or memory://"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# a query with shared-access-signature fields (a '?' alone is a glob wildcard)
+_SAS_QUERY = re.compile(r"\?(?:[^/]*&)?(?:sig|sv|se|sp|st|spr|srt|ss|sr|skoid|sktid)=", re.I)
+_HTTPS_BLOB = re.compile(r"^https?://([a-z0-9]{3,24})\.(?:blob|dfs)\.core\.", re.I)
 _ACCOUNT_HOST = re.compile(
     r"^(?P<account>[a-z0-9]{3,24})\.(?:dfs|blob)\.core\.(?:windows\.net|chinacloudapi\.cn|"
     r"usgovcloudapi\.net)$"
@@ -107,6 +113,28 @@ class Location:
         return f"{self.protocol}://{fs_path.lstrip('/')}"
 
 
+def check_no_credentials(url: str | Path) -> None:
+    """Refuses a blob URL that carries a shared access signature in its query.
+
+    Args:
+        url: A path or URL.
+
+    Raises:
+        StorageError: The URL is an ``az://``, ``abfs[s]://`` or ``https://`` blob URL with a
+            SAS query; the message has the token redacted and says where it goes instead.
+    """
+    text = str(url)
+    proto = protocol(text)
+    if proto is None or not _SAS_QUERY.search(text):
+        return
+    if proto in AZURE_PROTOCOLS or _HTTPS_BLOB.match(text):
+        raise StorageError(
+            f"blob URL {redact(text)!r} carries a shared access signature: landcover takes "
+            f"credentials from the environment, not from URLs; drop the query and put the "
+            f"token in AZURE_STORAGE_SAS_TOKEN (with AZURE_STORAGE_ACCOUNT_NAME)"
+        )
+
+
 def parse(url: str | Path) -> Location:
     """Parses a path or URL.
 
@@ -128,8 +156,15 @@ def parse(url: str | Path) -> Location:
         return Location(text, "local", rest)
     if proto == "memory":
         return Location(text, "memory", "/" + rest.lstrip("/"))
+    check_no_credentials(text)
     if proto not in AZURE_PROTOCOLS:
-        raise StorageError(f"unsupported URL {text!r}: use {SUPPORTED}")
+        https = _HTTPS_BLOB.match(text)
+        hint = (
+            f"; for this account write abfs://CONTAINER@{https.group(1)}.blob.core.windows.net/PATH"
+            if https
+            else ""
+        )
+        raise StorageError(f"unsupported URL {redact(text)!r}: use {SUPPORTED}{hint}")
     netloc, _, path = rest.partition("/")
     account = host = None
     if "@" in netloc:

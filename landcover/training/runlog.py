@@ -7,7 +7,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from landcover.fileio import atomic_write_bytes
+from landcover.fileio import atomic_write_bytes, atomic_write_text
+from landcover.redaction import redact
 from landcover.training.runfolder import RunFolder
 
 
@@ -47,12 +48,12 @@ class RunLog:
         self.metrics_path = self.out / "metrics.jsonl"
         kept = [r for r in read_metrics(self.metrics_path) if r["epoch"] <= resume_epoch]
         self.records = kept
-        atomic_write_bytes(self.metrics_path, self._jsonl(kept))
+        atomic_write_text(self.metrics_path, self._jsonl(kept))
         self.writer = SummaryWriter(str(self.out / "tensorboard"), purge_step=resume_epoch + 1)
 
     @staticmethod
-    def _jsonl(records: list[dict[str, Any]]) -> bytes:
-        return "".join(json.dumps(r) + "\n" for r in records).encode()
+    def _jsonl(records: list[dict[str, Any]]) -> str:
+        return "".join(json.dumps(r) + "\n" for r in records)
 
     def log_epoch(self, record: dict[str, Any]) -> None:
         """Appends an epoch's record and updates TensorBoard and the curves.
@@ -62,7 +63,7 @@ class RunLog:
         """
         self.records.append(record)
         with self.metrics_path.open("a") as handle:
-            handle.write(json.dumps(record) + "\n")
+            handle.write(redact(json.dumps(record)) + "\n")
         step = record["epoch"]
         for key in ("train_loss", "lr", "samples_per_s", "epoch_s", "val_miou", "val_accuracy"):
             if record.get(key) is not None:

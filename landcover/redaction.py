@@ -1,0 +1,249 @@
+"""One redaction point for every line landcover prints and every record it writes.
+
+A secret must never reach the console, a log file, a run folder, a record, a job file or a
+checkpoint. Everything text-shaped we emit passes through :func:`redact`:
+
+- the ``landcover`` log handlers format through :class:`RedactingFormatter`;
+- each process's ``sys.stdout`` and ``sys.stderr`` are wrapped by :func:`install` (the CLI, every
+  worker), so tracebacks, warnings, progress bars and other libraries' lines are covered too;
+- the CLI's one-line error, the workers' error files, the text records (``config.yaml``,
+  ``summary.json``, STAC items, ``metrics.json``, ``job.yml``, manifests, ...) and the
+  configuration stored in a checkpoint.
+
+What counts as a secret:
+
+- the value of every environment variable whose name marks a credential (``*KEY*``,
+  ``*SECRET*``, ``*TOKEN*``, ``*PASSWORD*``, ``*CONNECTION_STRING*``, ``*SAS*``, ...), e.g.
+  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_CLIENT_SECRET``, wherever
+  it appears, also percent-encoded;
+- shared-access-signature fields in a URL query (``sig``, ``se``, ``sp``, ``sv``, ``st``, ...)
+  and ``sig=`` anywhere;
+- connection-string parts (``AccountKey=``, ``SharedAccessSignature=``, ``SharedAccessKey=``);
+- bearer tokens (``Bearer ...``, ``Authorization: ...``), JSON web tokens, and 88-character
+  base64 storage account keys;
+- ``password=`` / ``client_secret=`` style assignments.
+
+This module uses the standard library only, so every package may import it.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import os
+import re
+import sys
+from collections.abc import Mapping
+from typing import Any, TextIO, TypeVar
+from urllib.parse import quote
+
+MASK = "***"
+
+# Environment variable names (upper case) that mark a credential.
+_SECRET_NAME = re.compile(
+    r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CONNECTION_STRING|SAS|CREDENTIAL|SIGNATURE)"
+)
+# Names that match the pattern above but hold no secret.
+_NOT_SECRET_NAMES = frozenset({"AZURE_STORAGE_ACCOUNT_NAME", "SSH_AUTH_SOCK"})
+# Shorter values are not replaced: they would blank out ordinary words and numbers.
+_MIN_SECRET_LEN = 8
+
+# Shared-access-signature query fields (Azure's SAS, service and user delegation forms).
+_SAS_FIELDS = (
+    "sig|se|st|sp|sv|spr|srt|ss|sr|sip|sdd|skoid|sktid|skt|ske|sks|skv|saoid|suoid|scid|"
+    "rscc|rscd|rsce|rscl|rsct"
+)
+_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
+    # a SAS field in a URL query (after ? or &, also percent-encoded &)
+    (re.compile(rf"((?:[?&]|%26)(?:{_SAS_FIELDS})=)[^&\s'\"#<>;,)\]}}]+", re.I), r"\1"),
+    # a signature anywhere
+    (re.compile(r"(\bsig=)[^&\s'\"#<>;,)\]}]+", re.I), r"\1"),
+    # connection-string parts
+    (
+        re.compile(
+            r"((?:AccountKey|SharedAccessSignature|SharedAccessKey|ClientSecret)\s*=\s*)"
+            r"[^;\s'\"]+",
+            re.I,
+        ),
+        r"\1",
+    ),
+    # HTTP authorization headers and bearer tokens
+    (re.compile(r"(\bBearer\s+)[A-Za-z0-9\-._~+/]+=*", re.I), r"\1"),
+    (re.compile(r"(\bAuthorization['\"]?\s*[:=]\s*['\"]?)(?!Bearer\b)[^\s'\",}]+", re.I), r"\1"),
+    # password- and secret-style assignments (password=..., client_secret: "...")
+    (
+        re.compile(
+            r"(\b(?:password|passwd|pwd|client_secret|clientsecret|account_key|accountkey|"
+            r"sas_token|sastoken)['\"]?\s*[:=]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s'\",;&}]+)",
+            re.I,
+        ),
+        r"\1",
+    ),
+    # a shell assignment to a credential variable (export AZURE_STORAGE_ACCOUNT_KEY=...)
+    (
+        re.compile(
+            r"(\b[A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|CONNECTION_STRING|SAS)[A-Z0-9_]*"
+            r"=)(?!\$)(?:\"[^\"]*\"|'[^']*'|[^\s'\";&|]+)"
+        ),
+        r"\1",
+    ),
+    # a password on a command line (az login -p ..., --password ...)
+    (
+        re.compile(
+            r"((?:\baz\s+login\b[^\n]*?\s-p|--password|--client-secret|--account-key|"
+            r"--sas-token)(?:\s+|=))(?!\$)(?:\"[^\"]*\"|'[^']*'|[^\s'\"]+)"
+        ),
+        r"\1",
+    ),
+    # JSON web tokens (Azure AD access tokens)
+    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), ""),
+    # a storage account key: 64 random bytes in base64 (86 characters and '==')
+    (re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}=="), ""),
+)
+
+T = TypeVar("T")
+
+
+def secret_variable(name: str) -> bool:
+    """Whether an environment variable's name marks a credential.
+
+    Args:
+        name: The variable's name.
+
+    Returns:
+        True for names such as ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``,
+        ``AZURE_CLIENT_SECRET`` or ``AZURE_STORAGE_CONNECTION_STRING``.
+    """
+    upper = name.upper()
+    return upper not in _NOT_SECRET_NAMES and bool(_SECRET_NAME.search(upper))
+
+
+def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
+    """The credential values of an environment, in the forms they may be printed in.
+
+    Args:
+        env: The environment (default: ``os.environ``).
+
+    Returns:
+        Each secret value (and its ``?``-less and percent-encoded forms), longest first.
+    """
+    env = os.environ if env is None else env
+    found: set[str] = set()
+    for name, value in env.items():
+        if not secret_variable(name):
+            continue
+        for bare in {value.strip(), value.strip().lstrip("?")}:
+            for form in (bare, quote(bare, safe=""), quote(bare, safe="=&")):
+                if len(form) >= _MIN_SECRET_LEN:
+                    found.add(form)
+    return sorted(found, key=len, reverse=True)
+
+
+def redact(text: str, env: Mapping[str, str] | None = None) -> str:
+    """Removes every credential from a piece of text.
+
+    Args:
+        text: A message, log line, exception text or file content.
+        env: The environment whose credential values to remove (default: ``os.environ``).
+
+    Returns:
+        The text with each secret replaced by ``***``.
+    """
+    if not text:
+        return text
+    for secret in environment_secrets(env):
+        if secret in text:
+            text = text.replace(secret, MASK)
+    for pattern, keep in _PATTERNS:
+        text = pattern.sub(lambda m, k=keep: m.expand(k) + MASK, text)
+    return text
+
+
+def redact_tree(tree: T, env: Mapping[str, str] | None = None) -> T:
+    """Redacts every string inside JSON- or YAML-like data (dicts, lists, tuples, scalars).
+
+    Args:
+        tree: The data; it is not modified.
+        env: The environment whose credential values to remove (default: ``os.environ``).
+
+    Returns:
+        A copy with every string (keys included) redacted (mappings become dicts); other
+        values unchanged.
+    """
+    if isinstance(tree, str):
+        return redact(tree, env)  # type: ignore[return-value]
+    if isinstance(tree, Mapping):
+        return {redact_tree(k, env): redact_tree(v, env) for k, v in tree.items()}  # type: ignore[return-value]
+    if isinstance(tree, list):
+        return [redact_tree(v, env) for v in tree]  # type: ignore[return-value]
+    if isinstance(tree, tuple):
+        return tuple(redact_tree(v, env) for v in tree)  # type: ignore[return-value]
+    return tree
+
+
+class RedactingStream(io.TextIOBase):
+    """A text stream that redacts every write before passing it on.
+
+    Args:
+        stream: The stream written to (``sys.stderr``, ...).
+    """
+
+    def __init__(self, stream: TextIO) -> None:
+        super().__init__()
+        self._stream = stream
+
+    @property
+    def wrapped(self) -> TextIO:
+        """The stream written to."""
+        return self._stream
+
+    def write(self, text: str) -> int:  # noqa: D102 - io.TextIOBase's
+        self._stream.write(redact(text))
+        return len(text)
+
+    def writelines(self, lines: Any) -> None:  # noqa: D102 - io.TextIOBase's
+        for line in lines:
+            self.write(line)
+
+    def flush(self) -> None:  # noqa: D102 - io.TextIOBase's
+        self._stream.flush()
+
+    def fileno(self) -> int:  # noqa: D102 - io.TextIOBase's
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:  # noqa: D102 - io.TextIOBase's
+        return self._stream.isatty()
+
+    def writable(self) -> bool:  # noqa: D102 - io.TextIOBase's
+        return True
+
+    @property
+    def encoding(self) -> str:  # type: ignore[override]  # noqa: D102
+        return getattr(self._stream, "encoding", "utf-8") or "utf-8"
+
+    @property
+    def errors(self) -> str | None:  # type: ignore[override]  # noqa: D102
+        return getattr(self._stream, "errors", None)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
+def install() -> None:
+    """Wraps this process's ``sys.stdout`` and ``sys.stderr`` so that nothing printed leaks.
+
+    Called first thing by the CLI and by every worker process; calling it again is harmless.
+    """
+    wrapped: dict[int, RedactingStream] = {}
+    for name in ("stdout", "stderr"):
+        stream = getattr(sys, name)
+        if stream is not None and not isinstance(stream, RedactingStream):
+            wrapper = RedactingStream(stream)
+            wrapped[id(stream)] = wrapper
+            setattr(sys, name, wrapper)
+    # log handlers made before this call (a library imported earlier) hold the bare streams
+    loggers = [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]
+    for logger in loggers:
+        for handler in getattr(logger, "handlers", ()):
+            if isinstance(handler, logging.StreamHandler) and id(handler.stream) in wrapped:
+                handler.setStream(wrapped[id(handler.stream)])

@@ -1,0 +1,400 @@
+"""No secret in any byte landcover prints or writes.
+
+Secrets sit in URL queries, in every credential variable we read, and in cluster.json. The
+commands run as real processes against a loopback port that refuses connections and against a
+real Azurite server; then stdout, stderr and every file written (run folders, maps, records,
+STAC, job.yml, checkpoints, the staging cache, and every blob) are searched for each secret.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from azurite import Azurite, free_port
+
+from landcover.checkpoint import Checkpoint
+from landcover.redaction import RedactingStream, redact, redact_tree
+
+from conftest import REPO, run_cli, train_args
+
+# A real-looking account key: 64 bytes in base64, as Azure issues them.
+FAKE_KEY = base64.b64encode(
+    b"landcover-fake-account-key-for-redaction-tests-0123456789abcdefg"
+).decode()
+SAS_ENV = "sv=2024-01-01&ss=b&srt=co&sp=rl&se=2030-01-01&sig=ENVSASSIGNATURE0123"
+CLIENT_SECRET = "CLIENTSECRETVALUE0123"
+URL_SIG = "URLSIGSECRET0123"
+
+
+@pytest.fixture(scope="module")
+def quick_checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A checkpoint of one short epoch: these tests need a valid one, not a good one."""
+    run = tmp_path_factory.mktemp("quick") / "run"
+    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--samples-per-epoch", "8")
+    result = run_cli(*args, "--workers", "1")
+    assert result.returncode == 0, result.stderr
+    return run / "checkpoints" / "last.pt"
+
+
+def _refused_endpoint() -> str:
+    return f"http://127.0.0.1:{free_port()}/bogusacct"
+
+
+def _written_files(*folders: Path) -> list[Path]:
+    return [p for folder in folders if folder.exists() for p in folder.rglob("*") if p.is_file()]
+
+
+def _assert_nowhere(secrets: list[str], texts: list[str], files: list[Path]) -> None:
+    """Asserts no secret (nor its distinctive tail) is in any text or file's bytes."""
+    for secret in secrets:
+        for text in texts:
+            assert secret not in text, text
+        for path in files:
+            assert secret.encode() not in path.read_bytes(), path
+
+
+# --- the redaction function itself ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "secret", "kept"),
+    [
+        ("read az://c/t.tif?sig=SIGVALUE123 failed", "SIGVALUE123", "read az://c/t.tif?sig="),
+        (
+            "https://a.blob.core.windows.net/c/x?sv=2021-01-01&se=2030&sp=r&sig=abc%2Bdef%3D",
+            "abc%2Bdef%3D",
+            "https://a.blob.core.windows.net/c/x?",
+        ),
+        ("GET /c/x?se=2030-01-01T00%3A00Z&sp=racwdl HTTP/1.1", "2030-01-01T00%3A00Z", "GET /c/x?"),
+        ("AccountName=a;AccountKey=KEYVALUE+/==;EndpointSuffix=x", "KEYVALUE+/==", "AccountName=a"),
+        ("BlobEndpoint=x;SharedAccessSignature=sv=1&sig=SASVALUE", "SASVALUE", "BlobEndpoint=x"),
+        ("Authorization: Bearer TOKENVALUE.abc", "TOKENVALUE", "Authorization: Bearer"),
+        ("token eyJhbGciOiJSUzI1.eyJzdWIiOiIxMjM0.c2lnbmF0dXJl here", "eyJzdWIiOiIxMjM0", "here"),
+        (f"key {FAKE_KEY} in text", FAKE_KEY, "in text"),
+        ("export AZURE_STORAGE_ACCOUNT_KEY=EXPORTEDKEY1 && x", "EXPORTEDKEY1", "&& x"),
+        ("az login --service-principal -u id -p PASSWORD1 --tenant t", "PASSWORD1", "--tenant t"),
+        ('{"password": "pass word"}', "pass word", '{"password": '),
+        ("client_secret=CLIENTSECRET9", "CLIENTSECRET9", "client_secret="),
+    ],
+)
+def test_redact_removes_each_form(text: str, secret: str, kept: str) -> None:
+    cleaned = redact(text, env={})
+    assert secret not in cleaned
+    assert "***" in cleaned
+    assert kept in cleaned
+
+
+def test_redact_removes_environment_values_in_any_form() -> None:
+    env = {
+        "AZURE_STORAGE_SAS_TOKEN": "?" + SAS_ENV,
+        "AZURE_CLIENT_SECRET": CLIENT_SECRET,
+        "SOME_SERVICE_PASSWORD": "hunter2hunter2",
+        "AZURE_STORAGE_ACCOUNT_NAME": "myaccount",
+    }
+    encoded = SAS_ENV.replace("=", "%3D").replace("&", "%26")
+    text = f"token {SAS_ENV}; encoded {encoded}; secret {CLIENT_SECRET}; pw hunter2hunter2"
+    cleaned = redact(text, env)
+    for secret in (SAS_ENV, encoded, CLIENT_SECRET, "hunter2hunter2", "ENVSASSIGNATURE0123"):
+        assert secret not in cleaned
+    # the account name is no secret, and ordinary text stays
+    assert redact("account myaccount, best=0.9 st=3", env) == "account myaccount, best=0.9 st=3"
+    # a glob wildcard is not a query
+    assert redact("tiles/m_?.tif", env) == "tiles/m_?.tif"
+
+
+def test_redact_tree_and_stream(tmp_path: Path) -> None:
+    tree = {"data": {"root": f"az://c/x?sig={URL_SIG}", "n": 3}, "list": [f"sig={URL_SIG}", 1.5]}
+    cleaned = redact_tree(tree, env={})
+    assert URL_SIG not in json.dumps(cleaned)
+    assert cleaned["data"]["n"] == 3 and cleaned["list"][1] == 1.5
+    assert tree["data"]["root"].endswith(URL_SIG)  # the input is not modified
+    path = tmp_path / "out.txt"
+    with path.open("w") as handle:
+        stream = RedactingStream(handle)
+        stream.write(f"line ?sig={URL_SIG}\n")
+        stream.writelines([f"more sig={URL_SIG}\n"])
+    assert URL_SIG not in path.read_text()
+    assert path.read_text().count("\n") == 2
+
+
+def test_checkpoint_config_is_redacted() -> None:
+    import io
+
+    import torch
+
+    ckpt = Checkpoint(model={}, config={"data": {"root": f"/data/x?sig={URL_SIG}"}})
+    data = ckpt.serialize()
+    assert URL_SIG.encode() not in data
+    state = torch.load(io.BytesIO(data), weights_only=True)
+    assert state["config"]["data"]["root"] == "/data/x?sig=***"
+
+
+# --- real processes against a refusing endpoint -------------------------------------------------
+
+
+def _env_for(method: str, endpoint: str, cache: Path) -> tuple[dict[str, str], list[str]]:
+    """Environment variables for one credential method, and the secrets in them."""
+    env = {
+        "LANDCOVER_STORAGE_RETRY_S": "2",
+        "LANDCOVER_CACHE": str(cache),
+        "AZURE_STORAGE_CONNECTION_STRING": "",
+        "AZURE_STORAGE_ACCOUNT_NAME": "",
+        "AZURE_STORAGE_ACCOUNT_KEY": "",
+        "AZURE_STORAGE_SAS_TOKEN": "",
+        "AZURE_STORAGE_BLOB_ENDPOINT": "",
+        # read by Azure's credential chain: never ours to print either
+        "AZURE_CLIENT_SECRET": CLIENT_SECRET,
+    }
+    if method == "connection_string":
+        env["AZURE_STORAGE_CONNECTION_STRING"] = (
+            f"DefaultEndpointsProtocol=http;AccountName=bogusacct;AccountKey={FAKE_KEY};"
+            f"BlobEndpoint={endpoint};"
+        )
+        secrets = [FAKE_KEY, env["AZURE_STORAGE_CONNECTION_STRING"]]
+    else:
+        env["AZURE_STORAGE_ACCOUNT_NAME"] = "bogusacct"
+        env["AZURE_STORAGE_BLOB_ENDPOINT"] = endpoint
+        if method == "account_key":
+            env["AZURE_STORAGE_ACCOUNT_KEY"] = FAKE_KEY
+            secrets = [FAKE_KEY]
+        else:
+            env["AZURE_STORAGE_SAS_TOKEN"] = SAS_ENV
+            secrets = [SAS_ENV, "ENVSASSIGNATURE0123"]
+    return env, [*secrets, CLIENT_SECRET]
+
+
+def _commands(ckpt: Path, data: Path, tiny_config: Path, out: Path) -> list[list[str]]:
+    tile = str(next(data.glob("*_naip.tif")))
+    return [
+        ["predict", "az://c/t.tif", "--checkpoint", str(ckpt), "--out", str(out / "maps")],
+        ["predict", tile, "--checkpoint", str(ckpt), "--out", "az://c/maps"],
+        train_args(tiny_config, "az://c/data", out / "run", "--workers", "1"),
+        train_args(tiny_config, data, "az://c/run", "--workers", "1", "--epochs", "1"),
+        ["evaluate", "--checkpoint", str(ckpt), "--data", "az://c/data", "--out", str(out / "e")],
+        ["data", "stats", "az://c/data", "--out", str(out / "stats.yaml")],
+        ["data", "download", "az://c/data", str(out / "down")],
+        ["data", "upload", str(data), "az://c/up"],
+    ]
+
+
+@pytest.mark.parametrize("method", ["sas_token", "account_key", "connection_string"])
+def test_no_environment_secret_in_output_against_refusing_endpoint(
+    method: str, quick_checkpoint: Path, tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    env, secrets = _env_for(method, _refused_endpoint(), cache)
+    commands = _commands(quick_checkpoint, tiny_data, tiny_config, out)
+    if method != "sas_token":  # the SAS form runs every command; the others the main two
+        commands = [commands[0], commands[3]]
+    texts = []
+    for args in commands:
+        result = run_cli(*args, env=env)
+        assert result.returncode != 0, (args, result.stderr)
+        assert "Traceback" not in result.stderr, result.stderr
+        texts.append(result.stdout + result.stderr)
+    # the retries happened and were reported (so there was something to leak)
+    assert any("retrying" in text for text in texts)
+    _assert_nowhere(secrets, texts, _written_files(cache, out))
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        f"az://c/t.tif?sig={URL_SIG}",
+        f"abfs://c/data?sv=2024-01-01&sp=rl&sig={URL_SIG}",
+        f"https://bogusacct.blob.core.windows.net/c/data?sv=2024-01-01&sig={URL_SIG}",
+    ],
+)
+def test_no_url_secret_in_output(
+    url: str, quick_checkpoint: Path, tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    checkpoint = quick_checkpoint
+    cache, out = tmp_path / "cache", tmp_path / "out"
+    env, _ = _env_for("sas_token", _refused_endpoint(), cache)
+    runs = [
+        ["predict", url, "--checkpoint", str(checkpoint), "--out", str(out / "maps")],
+        train_args(tiny_config, url, out / "run", "--workers", "1"),
+        train_args(tiny_config, tiny_data, url, "--workers", "1"),
+        ["evaluate", "--checkpoint", str(checkpoint), "--data", url, "--out", str(out / "e")],
+        ["data", "stats", url, "--out", str(out / "stats.yaml")],
+        ["data", "download", url, str(out / "down")],
+        ["data", "upload", str(tiny_data), url],
+    ]
+    if not url.startswith("az://"):  # the az:// form runs every command; the others two
+        runs = runs[:2]
+    texts = []
+    for args in runs:
+        result = run_cli(*args, env=env)
+        assert result.returncode != 0, (args, result.stderr)
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+        assert len(errors) == 1, result.stderr
+        assert "Traceback" not in result.stderr
+        texts.append(result.stdout + result.stderr)
+    # the refusal says where the token goes instead
+    assert any("AZURE_STORAGE_SAS_TOKEN" in text for text in texts)
+    _assert_nowhere([URL_SIG], texts, _written_files(cache, out))
+
+
+# --- a real blob store --------------------------------------------------------------------------
+
+
+def _all_blob_bytes(azurite: Azurite, container: str) -> list[tuple[str, bytes]]:
+    with azurite.service_client() as client:
+        box = client.get_container_client(container)
+        return [(b.name, box.download_blob(b.name).readall()) for b in box.list_blobs()]
+
+
+def test_no_secret_anywhere_after_a_blob_run_on_azurite(
+    azurite: Azurite, tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    container = azurite.create_container()
+    sas = azurite.container_sas(container)
+    sig = next(part for part in sas.split("&") if part.startswith("sig=")).split("=", 1)[1]
+    cache = tmp_path / "cache"
+    env = {
+        **azurite.env("sas_token", sas=sas),
+        "LANDCOVER_CACHE": str(cache),
+        "AZURE_CLIENT_SECRET": CLIENT_SECRET,
+    }
+    base = f"az://{container}"
+    steps = [
+        ["data", "upload", str(tiny_data), f"{base}/data"],
+        train_args(tiny_config, f"{base}/data", f"{base}/run", "--workers", "2", "--epochs", "1"),
+        [
+            "predict",
+            f"{base}/data/synth_007_naip.tif",
+            "--checkpoint",
+            f"{base}/run/checkpoints/last.pt",
+            "--out",
+            f"{base}/maps",
+        ],
+        [
+            "evaluate",
+            "--checkpoint",
+            f"{base}/run/checkpoints/last.pt",
+            "--data",
+            f"{base}/data",
+            "--out",
+            f"{base}/eval",
+        ],
+        ["data", "stats", f"{base}/data", "--out", f"{base}/stats.yaml"],
+        ["data", "download", f"{base}/maps", str(tmp_path / "maps")],
+    ]
+    texts = []
+    for args in steps:
+        result = run_cli(*args, env=env)
+        assert result.returncode == 0, (args, result.stderr)
+        texts.append(result.stdout + result.stderr)
+    blobs = _all_blob_bytes(azurite, container)
+    names = {name for name, _ in blobs}
+    assert {"run/checkpoints/last.pt", "run/logs/rank0.log", "maps/summary.json"} <= names
+    assert any(name.startswith("maps/stac") or "catalog" in name for name in names)
+    secrets = [sas, sig, CLIENT_SECRET, azurite.account_key]
+    _assert_nowhere(secrets, texts, _written_files(cache, tmp_path / "maps"))
+    for name, data in blobs:
+        for secret in secrets:
+            assert secret.encode() not in data, name
+
+
+# --- cluster.json -------------------------------------------------------------------------------
+
+_CLEAN_CLUSTER = {
+    "vmSize": "Standard_NC24ads_A100_v4",
+    "targetNodeCount": 4,
+    "vmPriority": "dedicated",
+    "location": "eastus",
+}
+
+
+@pytest.mark.parametrize(
+    ("extra", "secret"),
+    [
+        ({"nodeSetup": ["export AZURE_STORAGE_ACCOUNT_KEY=NODESETUPKEY123"]}, "NODESETUPKEY123"),
+        (
+            {"nodeSetup": ["az login --service-principal -u id -p AZPASS12345 --tenant t"]},
+            "AZPASS12345",
+        ),
+        (
+            {"nodeSetup": "curl 'https://x.blob.core.windows.net/c/s.sh?sv=1&sig=CURLSIG123'"},
+            "CURLSIG123",
+        ),
+        ({"name": "lc", "tags": {"note": f"AccountKey={FAKE_KEY}"}}, FAKE_KEY),
+        ({"nodeSetup": ["echo ok", "echo Bearer BEARERTOKEN123"]}, "BEARERTOKEN123"),
+    ],
+)
+def test_cluster_json_secret_anywhere_is_refused(extra: dict, secret: str, tmp_path: Path) -> None:
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({**_CLEAN_CLUSTER, **extra}))
+    out = tmp_path / "azureml"
+    for args in (
+        ["cluster", "plan", "--cluster", str(cluster), "--workers", "4"],
+        [
+            "cluster",
+            "azureml",
+            "--cluster",
+            str(cluster),
+            "--workers",
+            "4",
+            "--epochs",
+            "2",
+            "--out",
+            str(out),
+        ],
+    ):
+        result = run_cli(*args)
+        assert result.returncode != 0, result.stdout
+        assert "must hold no secrets" in result.stderr, result.stderr
+        assert secret not in result.stdout + result.stderr
+    assert not out.exists() or not _written_files(out)
+
+
+def test_node_setup_script_with_a_secret_is_refused_and_env_secrets_stay_out_of_job_files(
+    tmp_path: Path,
+) -> None:
+    script = tmp_path / "setup.sh"
+    script.write_text(f"#!/bin/bash\nexport AZURE_STORAGE_SAS_TOKEN='sv=1&sig={URL_SIG}'\n")
+    cluster = tmp_path / "cluster.json"
+    cluster.write_text(json.dumps({**_CLEAN_CLUSTER, "nodeSetup": ["setup.sh"]}))
+    out = tmp_path / "azureml"
+    args = ["cluster", "azureml", "--cluster", str(cluster), "--workers", "4", "--epochs", "2"]
+    result = run_cli(*args, "--out", str(out))
+    assert result.returncode != 0
+    assert "setup.sh" in result.stderr and "must hold no secrets" in result.stderr
+    assert URL_SIG not in result.stderr + result.stdout
+    assert not _written_files(out)
+
+    # a clean cluster.json with credentials in the environment: job files name the
+    # variables at most, never their values
+    script.write_text("#!/bin/bash\nnvidia-smi\n")
+    env = {
+        "AZURE_STORAGE_ACCOUNT_NAME": "acct",
+        "AZURE_STORAGE_ACCOUNT_KEY": FAKE_KEY,
+        "AZURE_STORAGE_SAS_TOKEN": SAS_ENV,
+        "AZURE_CLIENT_SECRET": CLIENT_SECRET,
+    }
+    result = run_cli(*args, "--out", str(out), "--data", "az://c/data", env=env)
+    assert result.returncode == 0, result.stderr
+    files = _written_files(out)
+    assert any(p.name == "job.yml" for p in files)
+    _assert_nowhere([FAKE_KEY, SAS_ENV, CLIENT_SECRET], [result.stdout + result.stderr], files)
+
+
+def test_printed_lines_of_a_worker_are_redacted(tmp_path: Path) -> None:
+    """A worker process (not only the CLI) wraps its output: its own prints are redacted."""
+    code = (
+        "from landcover.parallel.launch import _guarded\n"
+        f"_guarded(lambda: print('worker says ?sig={URL_SIG}'))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr
+    assert "worker says ?sig=***" in result.stdout
+    assert URL_SIG not in result.stdout + result.stderr
