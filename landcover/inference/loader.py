@@ -86,7 +86,12 @@ def load_inference_model(
     torch_device = resolve_device(
         device, DistEnv(local_rank=local_rank, local_world_size=local_rank + 1)
     )
-    model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
+    model = build_model(
+        config.model,
+        len(config.data.bands),
+        config.data.classes.num_classes,
+        config.data.patch_size,
+    )
     try:
         model.load_state_dict(state.model)
     except (RuntimeError, KeyError) as exc:

@@ -1,4 +1,4 @@
-"""The model factory: a segmentation-models-pytorch U-Net built from the config.
+"""The model factory: any segmentation-models-pytorch architecture, built from the config.
 
 Encoders are always built without pretrained weights (nothing is downloaded here); initial
 weights (``model.weights``) are loaded by :mod:`landcover.models.weights`.
@@ -6,42 +6,93 @@ weights (``model.weights``) are loaded by :mod:`landcover.models.weights`.
 
 from __future__ import annotations
 
+import inspect
+from typing import Any
+
 import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
-from landcover.config import ModelConfig
+from landcover.config import ARCHITECTURES, ModelConfig
 from landcover.errors import ConfigError
 
 
-def build_model(config: ModelConfig, in_channels: int, num_classes: int) -> nn.Module:
-    """Builds the segmentation model.
+def build_model(
+    config: ModelConfig, in_channels: int, num_classes: int, patch_size: int = 64
+) -> nn.Module:
+    """Builds the segmentation model through ``smp.create_model``.
 
     Args:
-        config: The model configuration.
+        config: The model configuration (architecture, encoder, decoder, options).
         in_channels: Number of input bands.
         num_classes: Number of output classes.
+        patch_size: The training patch size: the model is checked on an input this large
+            (some architectures, e.g. PAN, need more than 64 px; DPT's ViT a fixed size).
 
     Returns:
-        An ``smp.Unet`` producing ``(B, num_classes, H, W)`` logits; parameters its forward
-        pass never uses (deep encoder stages with ``encoder_depth < 5``) are frozen.
+        The smp model producing ``(B, num_classes, H, W)`` logits for ``(B, bands, H, W)``
+        input; parameters its forward pass never uses (deep encoder stages with
+        ``encoder_depth < 5``) are frozen.
 
     Raises:
-        ConfigError: If the encoder name is unknown to segmentation-models-pytorch.
+        ConfigError: An encoder, option or combination smp refuses, or a model whose output
+            is not the size of its input.
     """
+    name = ARCHITECTURES[config.arch]
+    parameters = inspect.signature(getattr(smp, name).__init__).parameters
+    kwargs: dict[str, Any] = {}
+    if "encoder_depth" in parameters:
+        kwargs["encoder_depth"] = config.encoder_depth
+    if config.uses_decoder_channels:
+        kwargs["decoder_channels"] = tuple(config.decoder_channels)
+    kwargs.update(config.arch_options)
+    where = f"model.arch {config.arch!r} with model.encoder {config.encoder!r}"
+    model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
+    if "upsampling" in parameters and "upsampling" not in kwargs:
+        # smp's head upsampling defaults assume one encoder depth (PSPNet 3, FPN 5): set it
+        # from what the model gives, so its logits come out at the input's size
+        side = _output_side(model, in_channels, patch_size, where)
+        if side != patch_size:
+            kwargs["upsampling"] = parameters["upsampling"].default * patch_size / side
+            model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
+    freeze_unused_parameters(model, in_channels, where, patch_size)
+    return model
+
+
+def _create(
+    name: str, encoder: str, in_channels: int, num_classes: int, kwargs: dict[str, Any], where: str
+) -> nn.Module:
+    """``smp.create_model`` without pretrained weights; refusals become one-line errors."""
     try:
-        model = smp.Unet(
-            encoder_name=config.encoder,
-            encoder_depth=config.encoder_depth,
+        return smp.create_model(
+            name,
+            encoder_name=encoder,
             encoder_weights=None,
-            decoder_channels=tuple(config.decoder_channels),
             in_channels=in_channels,
             classes=num_classes,
+            **kwargs,
         )
-    except (KeyError, ValueError) as exc:
-        raise ConfigError(f"model.encoder {config.encoder!r}: {exc}") from None
-    freeze_unused_parameters(model, in_channels)
-    return model
+    except (KeyError, ValueError, TypeError, AssertionError, RuntimeError) as exc:
+        raise ConfigError(f"{where}: {first_line(exc)}") from None
+
+
+def _output_side(model: nn.Module, in_channels: int, size: int, where: str) -> int:
+    """The side of the logits the model gives for a square input of ``size`` px."""
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            return int(model(torch.zeros(1, in_channels, size, size)).shape[-1])
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        raise ConfigError(f"{where} cannot run on a {size} px input: {first_line(exc)}") from None
+    finally:
+        model.train(was_training)
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of an exception's message (its type when it has none)."""
+    text = str(exc).strip().strip("'\"")
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 UNITS_PER_CLASS = 2
@@ -65,6 +116,8 @@ def final_stage_warning(config: ModelConfig, num_classes: int) -> str | None:
     Returns:
         A warning to log, or ``None`` when the stage is wide enough.
     """
+    if not config.uses_decoder_channels:
+        return None
     last = config.decoder_channels[-1]
     if last >= UNITS_PER_CLASS * num_classes:
         return None
@@ -75,23 +128,41 @@ def final_stage_warning(config: ModelConfig, num_classes: int) -> str | None:
     )
 
 
-def freeze_unused_parameters(model: nn.Module, in_channels: int) -> list[str]:
+def freeze_unused_parameters(
+    model: nn.Module, in_channels: int, where: str = "the model", size: int = 64
+) -> list[str]:
     """Stops gradients for parameters the forward pass never uses.
 
     With ``encoder_depth < 5`` smp keeps the deeper encoder stages but skips them. DDP waits
     for a gradient of every parameter that requires one, so such parameters would stall its
     all-reduce; freezing them keeps DDP exact without ``find_unused_parameters`` overhead.
 
+    The same probe forward pass checks that the logits come out at the input's size.
+
     Args:
         model: The model (on the CPU, freshly built).
         in_channels: Number of input bands.
+        where: The model's description, for messages.
+        size: Side of the square probe input (the training patch size).
 
     Returns:
         Names of the parameters frozen.
+
+    Raises:
+        ConfigError: The model fails on, or does not keep the size of, a probe input.
     """
     was_training = model.training
     model.eval()
-    model(torch.zeros(1, in_channels, 64, 64)).sum().backward()
+    try:
+        logits = model(torch.zeros(1, in_channels, size, size))
+    except (RuntimeError, ValueError, AssertionError) as exc:
+        raise ConfigError(f"{where} cannot run on a {size} px input: {first_line(exc)}") from None
+    if tuple(logits.shape[-2:]) != (size, size):
+        raise ConfigError(
+            f"{where} gives {tuple(logits.shape[-2:])} px logits for a {size} px input; "
+            "set model.arch_options (e.g. upsampling) so the output matches the input"
+        )
+    logits.sum().backward()
     unused = [n for n, p in model.named_parameters() if p.requires_grad and p.grad is None]
     for name, param in model.named_parameters():
         if name in unused:

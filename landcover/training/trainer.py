@@ -96,7 +96,9 @@ class Trainer:
     def _build_model(self) -> None:
         cfg = self.config
         torch.manual_seed(cfg.run.seed)
-        model = build_model(cfg.model, len(cfg.data.bands), self.mapping.num_classes)
+        model = build_model(
+            cfg.model, len(cfg.data.bands), self.mapping.num_classes, cfg.data.patch_size
+        )
         narrow = final_stage_warning(cfg.model, self.mapping.num_classes)
         if narrow and self.env.is_main:
             log.warning("%s", narrow)

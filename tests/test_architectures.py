@@ -1,0 +1,122 @@
+"""Every smp architecture trains, resumes, predicts (also with TTA), evaluates and loads weights.
+
+Each runs in-process (``--workers 1`` trains in the calling process) with a tiny resnet18
+encoder on tiny real GeoTIFFs. DPT needs a ViT encoder at a fixed input size and is built, not
+trained, here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+import yaml
+
+from landcover.checkpoint import load_checkpoint
+from landcover.config import ARCHITECTURES, ModelConfig, load_config
+from landcover.errors import ConfigError
+from landcover.inference.evaluate import run_evaluate
+from landcover.inference.loader import load_inference_model
+from landcover.inference.predict import PredictOptions, predict_tile
+from landcover.models import build_model, load_initial_weights
+from landcover.training.launcher import train_main
+
+from conftest import TINY_CONFIG
+
+TRAINED = [arch for arch in ARCHITECTURES if arch != "dpt"]
+
+
+def _config(tmp_path: Path, arch: str) -> Path:
+    tree = yaml.safe_load(yaml.safe_dump(TINY_CONFIG))
+    tree["model"]["arch"] = arch
+    tree["optim"].update(samples_per_epoch=8, epochs=1)
+    path = tmp_path / f"{arch}.yaml"
+    path.write_text(yaml.safe_dump(tree))
+    return path
+
+
+@pytest.mark.parametrize("arch", TRAINED)
+def test_architecture_trains_resumes_predicts_and_evaluates(
+    arch: str, tiny_data: Path, tmp_path: Path
+) -> None:
+    config = _config(tmp_path, arch)
+    run = tmp_path / "run"
+    overrides = {"data.root": str(tiny_data), "run.out": str(run), "run.workers": 1}
+    train_main(load_config(config, overrides))
+    first = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert first.epoch == 1
+    assert first.config["model"]["arch"] == arch
+
+    # resume to epoch 2 from last.pt: the weights continue from the first epoch's
+    train_main(load_config(config, {**overrides, "optim.epochs": 2}))
+    second = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert second.epoch == 2
+    changed = [k for k, v in second.model.items() if not torch.equal(v, first.model[k])]
+    assert changed
+
+    # predict (plain and with TTA): maps on the tile's grid, classes the model knows
+    im = load_inference_model(run / "checkpoints" / "last.pt", "cpu")
+    assert type(im.model).__name__ == ARCHITECTURES[arch]
+    tile = str(tiny_data / "synth_007_naip.tif")
+    for tta in ("none", "flips"):
+        out = tmp_path / f"maps_{tta}"
+        predict_tile(tile, im, PredictOptions(out=str(out), tta=tta, preview=False))
+        with rasterio.open(out / "synth_007_naip_class.tif") as ds, rasterio.open(tile) as src:
+            assert (ds.shape, ds.transform) == (src.shape, src.transform)
+            classes = ds.read(1)
+        valid = classes[classes != 255]
+        assert valid.size and valid.max() < im.config.data.classes.num_classes
+
+    # evaluate over two labelled tiles (a manifest of the validation pair names)
+    manifest = tmp_path / "eval.csv"
+    names = ("synth_006", "synth_007")
+    manifest.write_text(
+        "image,label\n"
+        + "".join(f"{tiny_data}/{n}_naip.tif,{tiny_data}/{n}_lc.tif\n" for n in names)
+    )
+    metrics = run_evaluate(
+        str(run / "checkpoints" / "last.pt"), str(manifest), str(tmp_path / "eval"), None, 8, "cpu"
+    )
+    assert [tile["tile"] for tile in metrics["tiles"]] == [f"{n}_naip" for n in names]
+    assert 0.0 <= metrics["accuracy"] <= 1.0
+    assert (tmp_path / "eval" / "metrics.json").is_file()
+
+    # the checkpoint as initial weights of a fresh model of the same architecture
+    loaded = load_config(config, overrides)
+    cfg, classes = loaded.model, loaded.data.classes.num_classes
+    model = build_model(cfg.model_copy(update={"weights": None}), 4, classes, 64)
+    with_weights = cfg.model_copy(update={"weights": str(run / "checkpoints" / "last.pt")})
+    load_initial_weights(model, with_weights, 4)
+    state = model.state_dict()
+    for key, value in second.model.items():
+        assert torch.equal(state[key], value), key
+
+
+def test_dpt_builds_with_a_vit_encoder() -> None:
+    cfg = ModelConfig(arch="DPT", encoder="tu-vit_tiny_patch16_224", encoder_depth=4)
+    model = build_model(cfg, 4, 7, 224)
+    with torch.no_grad():
+        logits = model.eval()(torch.zeros(1, 4, 224, 224))
+    assert tuple(logits.shape) == (1, 7, 224, 224)
+
+
+@pytest.mark.parametrize("depth", [3, 5])
+@pytest.mark.parametrize("arch", ["fpn", "pspnet", "deeplabv3", "segformer"])
+def test_logits_come_out_at_the_input_size(arch: str, depth: int) -> None:
+    """smp's head upsampling defaults assume one encoder depth; the factory fixes it."""
+    cfg = ModelConfig(arch=arch, encoder="resnet18", encoder_depth=depth)
+    model = build_model(cfg, 4, 3, 64).eval()
+    with torch.no_grad():
+        logits = model(torch.from_numpy(np.zeros((2, 4, 96, 96), np.float32)))
+    assert tuple(logits.shape) == (2, 3, 96, 96)
+
+
+def test_unknown_architecture_and_encoder_are_one_line_errors(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"unknown architecture 'unet3'.*deeplabv3plus"):
+        load_config(_config(tmp_path, "unet3"), {})
+    cfg = ModelConfig(arch="fpn", encoder="resnet9000")
+    with pytest.raises(ConfigError, match=r"model\.arch 'fpn' with model\.encoder 'resnet9000'"):
+        build_model(cfg, 4, 3, 64)
