@@ -7,12 +7,14 @@ line and the non-zero exit.
 from __future__ import annotations
 
 import io
+import shutil
 from pathlib import Path
 
 import pytest
+import rasterio
 import torch
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, train_args
 
 
 @pytest.fixture
@@ -68,3 +70,59 @@ def test_checkpoint_with_python_objects_names_the_object(tile: Path, tmp_path: P
         f"{unsafe}: not a loadable checkpoint: the file holds a Python object "
         "(test_messages.Opaque) besides tensors and plain data, which landcover does not load",
     )
+
+
+@pytest.fixture(scope="module")
+def quick_checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A checkpoint of one tiny epoch (these tests need a real one, not a good one)."""
+    run = tmp_path_factory.mktemp("quick") / "run"
+    extra = ("--epochs", "1", "--samples-per-epoch", "8", "--workers", "1")
+    result = run_cli(*train_args(tiny_config, tiny_data, run, *extra))
+    assert result.returncode == 0, result.stderr
+    return run / "checkpoints" / "last.pt"
+
+
+@pytest.fixture
+def odd_codes(tiny_data: Path, tmp_path: Path) -> Path:
+    """Two tiny pairs, the second with label code 9 (not in chesapeake7) in one corner."""
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    for path in sorted(tiny_data.glob("synth_00[01]_*.tif")):
+        shutil.copy(path, folder / path.name)
+    label = folder / "synth_001_lc.tif"
+    with rasterio.open(label, "r+") as ds:
+        codes = ds.read(1)
+        codes[:4, :4] = 9
+        ds.write(codes, 1)
+    return folder
+
+
+UNKNOWN_CODES = (
+    "label codes [9] are not in the class mapping chesapeake7 "
+    "(known codes: 0, 1, 2, 3, 4, 5, 6, 15)"
+)
+
+
+def test_unknown_label_codes_one_message_in_train_check_and_evaluate(
+    odd_codes: Path, tiny_config: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    expected = f"{odd_codes / 'synth_001_lc.tif'}: {UNKNOWN_CODES}"
+    evaluate = run_cli(
+        "evaluate",
+        "--checkpoint",
+        str(quick_checkpoint),
+        "--data",
+        str(odd_codes),
+        "--out",
+        str(tmp_path / "eval"),
+        "--device",
+        "cpu",
+    )
+    assert assert_one_line_error(evaluate) == f"error: {expected}"
+    train = run_cli(*train_args(tiny_config, odd_codes, tmp_path / "run", "--epochs", "1"))
+    assert assert_one_line_error(train) == f"error: {expected}"
+    check = run_cli("data", "check", str(odd_codes))
+    assert_one_line_error(check, "1 bad file(s) of 2 pair(s)")
+    assert expected in check.stdout, check.stdout

@@ -336,15 +336,7 @@ def _check_pair(
     present = [int(c) for c in np.flatnonzero(counts)]
     unknown = [c for c in present if c not in mapping.known_codes]
     if unknown:
-        known = ", ".join(str(c) for c in sorted(mapping.known_codes))
-        problems.append(
-            Problem(
-                label,
-                "codes",
-                f"label codes {unknown} are not in the class mapping {mapping.name} "
-                f"(known codes: {known})",
-            )
-        )
+        problems.append(Problem(label, "codes", mapping.unknown_codes_message(unknown)))
     elif not any(
         mapping.lookup_table()[c] != IGNORE_INDEX
         for c in np.flatnonzero(counts if masked is None else counts - masked)
