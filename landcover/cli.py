@@ -162,7 +162,7 @@ def train(
         "optim.accumulate": accumulate,
         "run.local_sgd_period": local_sgd_period,
     }
-    train_main(load_config(config, overrides, set_))
+    train_main(load_config(config, overrides, set_, flags={"data.root": "--data"}))
 
 
 @app.command()

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 import rasterio
 import torch
+import yaml
 
 from conftest import assert_one_line_error, run_cli, train_args
 
@@ -126,3 +127,66 @@ def test_unknown_label_codes_one_message_in_train_check_and_evaluate(
     check = run_cli("data", "check", str(odd_codes))
     assert_one_line_error(check, "1 bad file(s) of 2 pair(s)")
     assert expected in check.stdout, check.stdout
+
+
+@pytest.fixture
+def config_file(tmp_path: Path) -> Path:
+    """A valid config file."""
+    path = tmp_path / "cpu.yaml"
+    path.write_text(yaml.safe_dump({"optim": {"epochs": 6, "lr": 0.002}, "run": {"device": "cpu"}}))
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["--epochs", "-3"],
+            "error: --epochs -3: optim.epochs: Input should be greater than or equal to 1",
+        ),
+        (
+            ["--set", "optim.lr=0"],
+            "error: --set optim.lr=0: optim.lr: Input should be greater than 0",
+        ),
+        (  # a --set after a flag on the same key: the --set is what was used
+            ["--epochs", "3", "--set", "optim.epochs=0"],
+            "error: --set optim.epochs=0: optim.epochs: Input should be greater than or equal to 1",
+        ),
+        (  # a problem of a whole section, caused by one flag
+            ["--nnodes", "2"],
+            "error: --nnodes 2: run: run.rdzv_endpoint (--rdzv-endpoint HOST:PORT) is needed "
+            "with nnodes > 1",
+        ),
+        (
+            ["--patch-size", "100"],
+            "error: --patch-size 100: data.patch_size: patch_size 100 must be a multiple of 32 "
+            "(the U-Net's stride)",
+        ),
+    ],
+)
+def test_bad_value_from_a_flag_is_blamed_on_the_flag(
+    config_file: Path, tiny_data: Path, tmp_path: Path, args: list[str], expected: str
+) -> None:
+    result = run_cli(*train_args(config_file, tiny_data, tmp_path / "run", *args))
+    line = assert_one_line_error(result)
+    assert line == expected
+    assert str(config_file) not in line and "cpu.yaml" not in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_bad_value_from_the_file_is_blamed_on_the_file(
+    config_file: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    config_file.write_text(yaml.safe_dump({"optim": {"epochs": -3}}))
+    epochs = run_cli(*train_args(config_file, tiny_data, tmp_path / "run", "--lr", "0.01"))
+    line = assert_one_line_error(epochs)
+    assert line.startswith(f"error: {config_file}: optim.epochs: "), line
+    assert "--lr" not in line
+    config_file.write_text(yaml.safe_dump({"model": {"encoder_depth": 4}}))
+    section = run_cli(
+        *train_args(config_file, tiny_data, tmp_path / "run", "--encoder", "resnet18")
+    )
+    line = assert_one_line_error(section)
+    assert line == (
+        f"error: {config_file}: model: decoder_channels needs 4 values (encoder_depth), got 5"
+    )
