@@ -190,3 +190,39 @@ def test_bad_value_from_the_file_is_blamed_on_the_file(
     assert line == (
         f"error: {config_file}: model: decoder_channels needs 4 values (encoder_depth), got 5"
     )
+
+
+def _manifest(path: Path, rows: list[tuple[str, str]]) -> Path:
+    path.write_text("image,label\n" + "".join(f"{image},{label}\n" for image, label in rows))
+    return path
+
+
+def test_data_check_reads_a_manifest(tiny_data: Path, tmp_path: Path) -> None:
+    pairs = [(str(tiny_data / f"synth_00{i}_naip.tif"), f"synth_00{i}_lc.tif") for i in (0, 1)]
+    for _, label in pairs:  # labels relative to the manifest, images absolute
+        shutil.copy(tiny_data / label, tmp_path / label)
+    good = run_cli("data", "check", str(_manifest(tmp_path / "pairs.csv", pairs)))
+    assert good.returncode == 0, good.stderr
+    assert "pairs.csv: 2 of 2 pairs counted" in good.stdout
+    assert "all 2 pairs are fine" in good.stdout
+
+    pairs.append(("gone_naip.tif", "synth_001_lc.tif"))
+    bad = run_cli("data", "check", str(_manifest(tmp_path / "bad.csv", pairs)))
+    line = assert_one_line_error(bad)
+    assert line == f"error: {tmp_path / 'bad.csv'}: 1 bad file(s) of 3 pair(s) (listed above)"
+    assert f"missing {tmp_path / 'gone_naip.tif'}: listed in {tmp_path / 'bad.csv'}, not found" in (
+        bad.stdout
+    )
+    assert "data folder not found" not in bad.stdout + bad.stderr
+
+
+def test_data_check_on_a_file_that_is_not_a_manifest(tiny_data: Path, tmp_path: Path) -> None:
+    tif = tiny_data / "synth_000_lc.tif"
+    line = assert_one_line_error(run_cli("data", "check", str(tif)))
+    assert line == (
+        f"error: {tif}: not a data folder or a manifest CSV (a .csv with columns image,label)"
+    )
+    odd = tmp_path / "odd.csv"
+    odd.write_text("a,b\n1,2\n")
+    line = assert_one_line_error(run_cli("data", "check", str(odd)))
+    assert line == f"error: {odd}: manifest needs the columns image,label[,split]"
