@@ -226,3 +226,51 @@ def test_data_check_on_a_file_that_is_not_a_manifest(tiny_data: Path, tmp_path: 
     odd.write_text("a,b\n1,2\n")
     line = assert_one_line_error(run_cli("data", "check", str(odd)))
     assert line == f"error: {odd}: manifest needs the columns image,label[,split]"
+
+
+HOW_TO_SET = (
+    "set AZURE_STORAGE_CONNECTION_STRING, or AZURE_STORAGE_ACCOUNT_NAME with "
+    "AZURE_STORAGE_ACCOUNT_KEY or AZURE_STORAGE_SAS_TOKEN (AZURE_STORAGE_ACCOUNT_NAME alone "
+    "uses a managed identity or az login)"
+)
+LOOKALIKE_SECRET = "bG9va2FsaWtlLXNlY3JldC12YWx1ZQ=="
+
+
+def test_lookalike_credential_variables_are_named(
+    no_azure_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    env = {"AZURE_STORAGE_KEY": LOOKALIKE_SECRET, "AZURE_STORAGE_ACCOUNT": "acct"}
+    result = run_cli("data", "download", "az://c/t.tif", str(tmp_path / "dl"), env=env)
+    line = assert_one_line_error(result)
+    assert line == (
+        "error: no Azure Storage credentials in the environment: "
+        "AZURE_STORAGE_ACCOUNT is set but landcover reads AZURE_STORAGE_ACCOUNT_NAME; "
+        f"AZURE_STORAGE_KEY is set but landcover reads AZURE_STORAGE_ACCOUNT_KEY; {HOW_TO_SET}"
+    )
+    assert LOOKALIKE_SECRET not in result.stdout + result.stderr
+
+
+def test_lookalike_sas_variable_is_named_beside_a_keyless_connection_string(
+    no_azure_env: pytest.MonkeyPatch, tiny_data: Path
+) -> None:
+    env = {
+        "AZURE_STORAGE_CONNECTION_STRING": "AccountName=acct",
+        "AZURE_STORAGE_SAS": f"sv=2024&sig={LOOKALIKE_SECRET}",
+    }
+    result = run_cli("data", "upload", str(tiny_data / "synth_000_lc.tif"), "az://c/x", env=env)
+    line = assert_one_line_error(result)
+    assert line == (
+        "error: AZURE_STORAGE_CONNECTION_STRING has no AccountKey or SharedAccessSignature: "
+        f"AZURE_STORAGE_SAS is set but landcover reads AZURE_STORAGE_SAS_TOKEN; {HOW_TO_SET}"
+    )
+    assert LOOKALIKE_SECRET not in result.stdout + result.stderr
+
+
+def test_no_hint_when_the_variable_we_read_is_set(no_azure_env: pytest.MonkeyPatch) -> None:
+    from landcover.storage.credentials import misnamed_variables
+
+    both = {"AZURE_STORAGE_KEY": "k", "AZURE_STORAGE_ACCOUNT_KEY": "k", "HOME": "/root"}
+    assert misnamed_variables(both) == []
+    assert misnamed_variables({"azure_storage_account_key": "k"}) == [
+        "azure_storage_account_key is set but landcover reads AZURE_STORAGE_ACCOUNT_KEY"
+    ]
