@@ -10,6 +10,8 @@ that ``predict`` needs.
 from __future__ import annotations
 
 import io
+import pickle
+import re
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -137,6 +139,45 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises many types for corrupt or foreign files
-        reason = str(exc).splitlines()[0][:120] if str(exc) else exc.__class__.__name__
-        raise CheckpointError(f"{path}: not a loadable checkpoint ({reason})") from None
+        reason = unloadable_reason(data, exc)
+        raise CheckpointError(f"{path}: not a loadable checkpoint: {reason}") from None
     return Checkpoint.from_state(state, str(path))
+
+
+_ZIP_MAGIC = b"PK\x03\x04"
+"""How a file written by ``torch.save`` (a zip archive) starts."""
+
+
+def unloadable_reason(data: bytes, exc: Exception) -> str:
+    """Says, as a complete clause, why ``torch.load`` could not read a file.
+
+    torch's own messages are long, multi-line or meaningless for a foreign file (a text file
+    gives ``KeyError: '101'``), so the reason is read from the file's first bytes instead.
+
+    Args:
+        data: The file's content.
+        exc: What ``torch.load`` raised.
+
+    Returns:
+        The reason, e.g. ``the file is text, not a PyTorch checkpoint``.
+    """
+    if not data:
+        return "the file is empty (0 bytes)"
+    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+    if isinstance(exc, pickle.UnpicklingError) and unsafe:
+        return (
+            f"the file holds a Python object ({unsafe.group(1)}) besides tensors and plain "
+            "data, which landcover does not load (it loads checkpoints with weights_only=True)"
+        )
+    if data.startswith(_ZIP_MAGIC):
+        return (
+            f"the file is a zip archive ({len(data)} bytes) but not a complete PyTorch "
+            "checkpoint; it may be truncated or damaged"
+        )
+    if data[:1] == b"\x80":  # a pickle (torch's legacy format)
+        return "the file is a pickle that torch cannot read as a checkpoint"
+    try:
+        data[:4096].decode("utf-8")
+    except UnicodeDecodeError:
+        return "the file is not a PyTorch checkpoint (neither torch.save's zip format nor a pickle)"
+    return "the file is text, not a PyTorch checkpoint"

@@ -115,6 +115,22 @@ class ClassMapping(BaseModel):
         present = np.flatnonzero(np.bincount(label.ravel(), minlength=256))
         return sorted(int(c) for c in present if int(c) not in self.known_codes)
 
+    def unknown_codes_message(self, unknown: list[int]) -> str:
+        """The one message for label codes the mapping does not know (train, evaluate, check).
+
+        Args:
+            unknown: The unknown codes, as :meth:`unknown_codes` returns them.
+
+        Returns:
+            ``label codes [9] are not in the class mapping chesapeake7 (known codes: 0, 1,
+            ...)``, without the file name (callers put it first).
+        """
+        known = ", ".join(str(c) for c in sorted(self.known_codes))
+        return (
+            f"label codes {list(unknown)} are not in the class mapping {self.name} "
+            f"(known codes: {known})"
+        )
+
     def encode(self, label: np.ndarray) -> np.ndarray:
         """Maps label codes to class indices (ignored and unknown codes to IGNORE_INDEX).
 

@@ -163,7 +163,7 @@ def train(
         "optim.accumulate": accumulate,
         "run.local_sgd_period": local_sgd_period,
     }
-    train_main(load_config(config, overrides, set_))
+    train_main(load_config(config, overrides, set_, flags={"data.root": "--data"}))
 
 
 @app.command()
@@ -358,13 +358,15 @@ def data_download(
 
 @data_app.command("check")
 def data_check(
-    data: Annotated[str, typer.Argument(help="Folder of image/label pairs: a path or blob URL.")],
+    data: Annotated[
+        str, typer.Argument(help="Folder of image/label pairs or a manifest CSV: path or URL.")
+    ],
     classes: ClassesOption = "chesapeake7",
     bands: BandsOption = 4,
     image_suffix: ImageSuffixOption = "_naip.tif",
     label_suffix: LabelSuffixOption = "_lc.tif",
 ) -> None:
-    """Check every pair of a data folder and show its class balance; list every bad file."""
+    """Check every pair of a data folder or manifest; show its class balance; list bad files."""
     from landcover.data.check import run_check
 
     run_check(data, _class_mapping(classes), bands, image_suffix, label_suffix)

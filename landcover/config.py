@@ -9,6 +9,8 @@ and inside every checkpoint.
 
 from __future__ import annotations
 
+import copy
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -609,10 +611,76 @@ def run_settings(source: str = "options", **values: Any) -> RunConfig:
         raise ConfigError(_format_validation_error(err, source)) from None
 
 
+def flag_name(key: str) -> str:
+    """The command-line flag that sets a dotted key unless told otherwise.
+
+    Args:
+        key: A dotted config key, e.g. ``optim.batch_size``.
+
+    Returns:
+        The flag as typer spells it, e.g. ``--batch-size``.
+    """
+    return "--" + key.rsplit(".", 1)[-1].replace("_", "-")
+
+
+@dataclass(frozen=True)
+class _Override:
+    """One value set on the command line: its dotted key, value and how the user wrote it."""
+
+    key: str
+    value: Any
+    origin: str
+
+    def sets(self, loc: list[str]) -> bool:
+        """Whether this override decides the value at ``loc`` (its key is ``loc`` or above)."""
+        return self.key.split(".") == loc[: self.key.count(".") + 1]
+
+    def within(self, loc: list[str]) -> bool:
+        """Whether this override sets a value inside the section at ``loc``."""
+        return self.key.split(".")[: len(loc)] == loc
+
+
+def _problems(tree: dict[str, Any]) -> set[tuple[tuple[str, ...], str]]:
+    """The (location, message) of each validation problem of a tree (empty when valid)."""
+    try:
+        Config.model_validate(tree)
+    except ValidationError as err:
+        return {(tuple(str(p) for p in e["loc"]), e["msg"]) for e in err.errors()}
+    return set()
+
+
+def _blame(
+    err: ValidationError,
+    source: str,
+    layers: list[_Override],
+    build: Callable[[set[int]], dict[str, Any]],
+) -> str:
+    """Names where the first problem of ``err`` came from: a flag, a ``--set`` or the file.
+
+    A problem at or under a key set on the command line is that flag's (the last one to set
+    it). A problem of a whole section (``decoder_channels needs 5 values``) is blamed on the
+    command-line values in it without which it goes away, else on ``source``.
+    """
+    first = err.errors()[0]
+    loc = [str(p) for p in first["loc"]]
+    problem = (tuple(loc), first["msg"])
+    for layer in reversed(layers):
+        if layer.sets(loc):
+            return layer.origin
+    inside = [i for i, layer in enumerate(layers) if layer.within(loc)]
+    culprits = [i for i in inside if problem not in _problems(build({i}))]
+    if not culprits and inside and problem not in _problems(build(set(inside))):
+        culprits = inside
+    if culprits:
+        return ", ".join(layers[i].origin for i in culprits)
+    return source
+
+
 def load_config(
     path: str | Path | None = None,
     overrides: dict[str, Any] | None = None,
     sets: list[str] | None = None,
+    flags: dict[str, str] | None = None,
 ) -> Config:
     """Loads and validates a configuration.
 
@@ -621,33 +689,52 @@ def load_config(
     statistics file written by ``landcover data stats`` can supply ``data.mean`` and the
     like. Command-line overrides win over both.
 
+    An invalid value is blamed on where it came from: a flag (``--epochs -3: optim.epochs:
+    ...``), a ``--set`` (``--set optim.lr=0: optim.lr: ...``) or the config file
+    (``configs/cpu.yaml: optim.epochs: ...``).
+
     Args:
         path: A YAML config file, or ``None`` for the built-in defaults.
         overrides: Dotted keys to values (from CLI flags); ``None`` values are skipped.
         sets: ``section.key=value`` strings (from ``--set``), applied last.
+        flags: The flag that sets a key of ``overrides``, where it is not the one
+            :func:`flag_name` derives (e.g. ``{"data.root": "--data"}``).
 
     Returns:
         The validated configuration.
 
     Raises:
         ConfigError: If a file is missing or unreadable, an include is malformed or circular,
-            or the result is invalid.
+            or the result is invalid (named as the flag, ``--set`` or file it came from).
     """
-    tree: dict[str, Any] = {}
+    base: dict[str, Any] = {}
     source = "config"
     if path is not None:
         source = str(path)
-        tree = read_config_tree(path).tree
+        base = read_config_tree(path).tree
+    layers: list[_Override] = []
     for key, value in (overrides or {}).items():
         if value is not None:
-            _set_dotted(tree, key, value)
+            flag = (flags or {}).get(key) or flag_name(key)
+            shown = str(value).lower() if isinstance(value, bool) else value
+            layers.append(_Override(key, value, f"{flag} {shown}"))
     for text in sets or []:
         key, value = parse_override(text)
-        _set_dotted(tree, key, value)
+        layers.append(_Override(key, value, f"--set {text}"))
+
+    def build(skip: set[int]) -> dict[str, Any]:
+        tree = copy.deepcopy(base)
+        for i, layer in enumerate(layers):
+            if i not in skip:
+                _set_dotted(tree, layer.key, layer.value)
+        return tree
+
     try:
-        return Config.model_validate(tree)
+        return Config.model_validate(build(set()))
     except ValidationError as err:
-        raise ConfigError(_format_validation_error(err, source)) from None
+        raise ConfigError(
+            _format_validation_error(err, _blame(err, source, layers, build))
+        ) from None
 
 
 def config_from_dict(tree: dict[str, Any], source: str = "checkpoint") -> Config:

@@ -3,7 +3,9 @@
 :func:`check_folder` opens every image/label pair of a folder and keeps going after a problem:
 a file without its partner, a wrong band count or dtype, a label in another CRS or on another
 grid, an unreadable or truncated file (every block is read), and label codes outside the class
-mapping. Pixels where the image has no data (:func:`landcover.data.raster.nodata_mask`, the
+mapping. A manifest CSV (``image,label[,split]``, as training reads it) is checked the same
+way, pair by pair, with a file it lists but that does not exist reported as ``missing``.
+Pixels where the image has no data (:func:`landcover.data.raster.nodata_mask`, the
 policy training, predict and evaluate use) count as no-data in the class balance. It returns a
 :class:`CheckReport`; :func:`print_report` shows it as a table of tiles
 with their class percentages, the totals, and the list of problems.
@@ -28,10 +30,11 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import grids_match, label_on_image_grid, label_window, read_error
+from landcover.data.pairs import read_manifest
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
 
-KINDS = ("partner", "corrupt", "bands", "dtype", "crs", "grid", "codes", "nodata")
+KINDS = ("missing", "partner", "corrupt", "bands", "dtype", "crs", "grid", "codes", "nodata")
 """Problem kinds, in the order they are listed."""
 
 _CHUNK = 1024
@@ -92,7 +95,7 @@ class CheckReport:
     """The result of :func:`check_folder`.
 
     Attributes:
-        root: The data folder.
+        root: The data folder or manifest CSV.
         mapping: The class mapping the label codes were checked against.
         pairs: Number of complete pairs found.
         tiles: Statistics of the pairs whose pixels could be counted.
@@ -336,15 +339,7 @@ def _check_pair(
     present = [int(c) for c in np.flatnonzero(counts)]
     unknown = [c for c in present if c not in mapping.known_codes]
     if unknown:
-        known = ", ".join(str(c) for c in sorted(mapping.known_codes))
-        problems.append(
-            Problem(
-                label,
-                "codes",
-                f"label codes {unknown} are not in the class mapping {mapping.name} "
-                f"(known codes: {known})",
-            )
-        )
+        problems.append(Problem(label, "codes", mapping.unknown_codes_message(unknown)))
     elif not any(
         mapping.lookup_table()[c] != IGNORE_INDEX
         for c in np.flatnonzero(counts if masked is None else counts - masked)
@@ -360,26 +355,35 @@ def check_folder(
     image_suffix: str = "_naip.tif",
     label_suffix: str = "_lc.tif",
 ) -> CheckReport:
-    """Checks every image/label pair in a folder, without stopping at the first problem.
+    """Checks every image/label pair in a folder or manifest, without stopping at the first problem.
 
     Args:
         root: The data folder (a path or a blob URL) of ``{name}{image_suffix}`` /
-            ``{name}{label_suffix}`` pairs.
+            ``{name}{label_suffix}`` pairs, or a manifest CSV (``.csv``) listing the pairs
+            (see :func:`landcover.data.pairs.read_manifest`).
         mapping: The class mapping label codes must belong to.
         bands: Expected number of image bands.
         image_suffix: File-name suffix of the imagery.
         label_suffix: File-name suffix of the labels.
 
     Returns:
-        The report: per-tile statistics and every problem (files without a partner, wrong band
-        count or dtype, CRS or grid differences, unreadable blocks, unknown label codes).
+        The report: per-tile statistics and every problem (files missing or without a
+        partner, wrong band count or dtype, CRS or grid differences, unreadable blocks, unknown
+        label codes).
 
     Raises:
-        DataError: If the folder does not exist or holds no image or label file at all.
+        DataError: If the folder or manifest does not exist, the manifest is malformed, or
+            the folder holds no image or label file at all.
         StorageError: If listing a remote folder fails.
     """
     root = str(root)
-    if not storage.exists(root) or storage.is_file(root):
+    if root.lower().endswith(".csv"):
+        return _check_manifest(root, mapping, bands)
+    if storage.is_file(root):
+        raise DataError(
+            f"{root}: not a data folder or a manifest CSV (a .csv with columns image,label)"
+        )
+    if not storage.exists(root):
         raise DataError(f"{root}: data folder not found")
     entries = {storage.name(url): url for url in storage.listdir(root)}
     images = {n[: -len(image_suffix)]: u for n, u in entries.items() if n.endswith(image_suffix)}
@@ -400,6 +404,23 @@ def check_folder(
     for name in sorted(set(images) & set(labels)):
         report.pairs += 1
         tile, problems = _check_pair(name, str(images[name]), str(labels[name]), mapping, bands)
+        if tile is not None:
+            report.tiles.append(tile)
+        report.problems.extend(problems)
+    return report
+
+
+def _check_manifest(manifest: str, mapping: ClassMapping, bands: int) -> CheckReport:
+    """Checks every pair a manifest CSV lists (any split); see :func:`check_folder`."""
+    report = CheckReport(manifest, mapping)
+    for pair, _ in read_manifest(manifest):
+        report.pairs += 1  # every listed pair, counted or not
+        missing = [path for path in (pair.image, pair.label) if not storage.is_file(path)]
+        for path in missing:
+            report.problems.append(Problem(path, "missing", f"listed in {manifest}, not found"))
+        if missing:
+            continue
+        tile, problems = _check_pair(pair.name, pair.image, pair.label, mapping, bands)
         if tile is not None:
             report.tiles.append(tile)
         report.problems.extend(problems)
@@ -465,10 +486,10 @@ def run_check(
     image_suffix: str = "_naip.tif",
     label_suffix: str = "_lc.tif",
 ) -> CheckReport:
-    """Runs ``landcover data check``: checks a folder and prints the report.
+    """Runs ``landcover data check``: checks a folder or manifest and prints the report.
 
     Args:
-        root: The data folder.
+        root: The data folder or manifest CSV.
         mapping: The class mapping.
         bands: Expected number of image bands.
         image_suffix: File-name suffix of the imagery.

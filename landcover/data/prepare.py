@@ -205,9 +205,7 @@ def _tile_labels(
         nodata = label_nodata(lab.ds)
         unknown = [code for code in mapping.unknown_codes(part) if code != nodata]
         if unknown:
-            raise DataError(
-                f"{lab.path}: label codes {unknown} are not in the class mapping {mapping.name}"
-            )
+            raise DataError(f"{lab.path}: {mapping.unknown_codes_message(unknown)}")
         part[part == nodata] = LABEL_NODATA
         fill = (table[codes] == IGNORE_INDEX) & (table[part] != IGNORE_INDEX)
         codes[fill] = part[fill]

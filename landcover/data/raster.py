@@ -281,11 +281,7 @@ def check_codes(codes: np.ndarray, mapping: ClassMapping, path: str) -> None:
     """
     unknown = mapping.unknown_codes(codes)
     if unknown:
-        known = ", ".join(str(c) for c in sorted(mapping.known_codes))
-        raise DataError(
-            f"{path}: label codes {unknown} are not in the class mapping "
-            f"{mapping.name} (known codes: {known})"
-        )
+        raise DataError(f"{path}: {mapping.unknown_codes_message(unknown)}")
 
 
 def inspect_pair(pair: TilePair, bands: int) -> tuple[int, int]:

@@ -97,9 +97,7 @@ def tile_confusion(
             )
             unknown = mapping.unknown_codes(codes)
             if unknown:
-                raise DataError(
-                    f"{pair.label}: label codes {unknown} are not in the class mapping {mapping.name}"
-                )
+                raise DataError(f"{pair.label}: {mapping.unknown_codes_message(unknown)}")
             target = mapping.encode(codes)
             target[classes == CLASS_NODATA] = IGNORE_INDEX
             if has_nodata(img):

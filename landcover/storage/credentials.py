@@ -46,6 +46,77 @@ HOW_TO_SET = (
     f"{ENV_SAS_TOKEN} ({ENV_ACCOUNT_NAME} alone uses a managed identity or az login)"
 )
 
+READ_VARIABLES = (
+    ENV_CONNECTION_STRING,
+    ENV_ACCOUNT_NAME,
+    ENV_ACCOUNT_KEY,
+    ENV_SAS_TOKEN,
+    ENV_BLOB_ENDPOINT,
+)
+"""Every variable landcover reads its Azure Storage settings from."""
+
+LOOKALIKE_VARIABLES = {
+    "AZURE_STORAGE_KEY": ENV_ACCOUNT_KEY,  # the az CLI's name
+    "AZURE_STORAGE_ACCESS_KEY": ENV_ACCOUNT_KEY,
+    "AZURE_STORAGE_ACCOUNT_ACCESS_KEY": ENV_ACCOUNT_KEY,
+    "AZURE_STORAGE_SHARED_KEY": ENV_ACCOUNT_KEY,
+    "AZURE_ACCOUNT_KEY": ENV_ACCOUNT_KEY,
+    "AZURE_STORAGE_ACCOUNT": ENV_ACCOUNT_NAME,  # the az CLI's name
+    "AZURE_STORAGE_NAME": ENV_ACCOUNT_NAME,
+    "AZURE_ACCOUNT_NAME": ENV_ACCOUNT_NAME,
+    "AZURE_STORAGE_SAS": ENV_SAS_TOKEN,
+    "AZURE_STORAGE_SAS_KEY": ENV_SAS_TOKEN,
+    "AZURE_STORAGE_TOKEN": ENV_SAS_TOKEN,
+    "AZURE_SAS_TOKEN": ENV_SAS_TOKEN,
+    "AZURE_STORAGE_CONNECTIONSTRING": ENV_CONNECTION_STRING,
+    "AZURE_STORAGE_CONN_STRING": ENV_CONNECTION_STRING,
+    "AZURE_CONNECTION_STRING": ENV_CONNECTION_STRING,
+    "AZURE_STORAGE_ENDPOINT": ENV_BLOB_ENDPOINT,
+    "AZURE_STORAGE_BLOB_URL": ENV_BLOB_ENDPOINT,
+    "AZURE_BLOB_ENDPOINT": ENV_BLOB_ENDPOINT,
+}
+"""Variables users set by mistake (other tools' names), to the one landcover reads instead."""
+
+
+def misnamed_variables(env: Mapping[str, str] | None = None) -> list[str]:
+    """Names variables that look like ours but are not read, where ours is unset.
+
+    ``AZURE_STORAGE_KEY`` (the az CLI's name) for ``AZURE_STORAGE_ACCOUNT_KEY`` and the like,
+    and our own names in another case. Only names are returned, never values.
+
+    Args:
+        env: The environment (default: ``os.environ``).
+
+    Returns:
+        Sorted lines such as ``AZURE_STORAGE_KEY is set but landcover reads
+        AZURE_STORAGE_ACCOUNT_KEY`` (empty when there is nothing to say).
+    """
+    env = os.environ if env is None else env
+    hints = []
+    for name, value in env.items():
+        if not value.strip() or name in READ_VARIABLES:
+            continue
+        meant = LOOKALIKE_VARIABLES.get(name.upper())
+        if meant is None and name.upper() in READ_VARIABLES:
+            meant = name.upper()
+        if meant is not None and not env.get(meant, "").strip():
+            hints.append(f"{name} is set but landcover reads {meant}")
+    return sorted(hints)
+
+
+def how_to_set(env: Mapping[str, str] | None = None) -> str:
+    """What to set for credentials, led by any misnamed variable (see :data:`HOW_TO_SET`).
+
+    Args:
+        env: The environment (default: ``os.environ``).
+
+    Returns:
+        :data:`HOW_TO_SET`, preceded by ``AZURE_STORAGE_KEY is set but landcover reads
+        AZURE_STORAGE_ACCOUNT_KEY; `` when such a variable is set.
+    """
+    return "; ".join([*misnamed_variables(env), HOW_TO_SET])
+
+
 DEVSTORE_ACCOUNT = "devstoreaccount1"
 DEVSTORE_ENDPOINT = f"http://127.0.0.1:10000/{DEVSTORE_ACCOUNT}"
 
@@ -136,7 +207,7 @@ def check_endpoint(endpoint: str, source: str) -> None:
     )
 
 
-def _from_connection_string(text: str) -> AzureAuth:
+def _from_connection_string(text: str, env: Mapping[str, str]) -> AzureAuth:
     settings = _parse_connection_string(text)
     source = ENV_CONNECTION_STRING
     if settings.get("usedevelopmentstorage", "").lower() == "true":
@@ -157,7 +228,7 @@ def _from_connection_string(text: str) -> AzureAuth:
         _check_key(settings["accountkey"], f"{ENV_CONNECTION_STRING}'s AccountKey")
     elif "sharedaccesssignature" not in settings:
         raise CredentialsError(
-            f"{ENV_CONNECTION_STRING} has no AccountKey or SharedAccessSignature: {HOW_TO_SET}"
+            f"{ENV_CONNECTION_STRING} has no AccountKey or SharedAccessSignature: {how_to_set(env)}"
         )
     return AzureAuth(account, endpoint, "connection_string", source, text)
 
@@ -183,7 +254,7 @@ def azure_auth(account: str | None = None, env: Mapping[str, str] | None = None)
     key = env.get(ENV_ACCOUNT_KEY, "").strip()
     sas = env.get(ENV_SAS_TOKEN, "").strip().lstrip("?")
     if connection_string:
-        auth = _from_connection_string(connection_string)
+        auth = _from_connection_string(connection_string, env)
     elif name or account:
         name = name or str(account)
         source = ENV_ACCOUNT_NAME if env.get(ENV_ACCOUNT_NAME, "").strip() else "the URL"
@@ -200,7 +271,9 @@ def azure_auth(account: str | None = None, env: Mapping[str, str] | None = None)
         else:
             auth = AzureAuth(name, endpoint, "default_credential", source)
     else:
-        raise CredentialsError(f"no Azure Storage credentials in the environment: {HOW_TO_SET}")
+        raise CredentialsError(
+            f"no Azure Storage credentials in the environment: {how_to_set(env)}"
+        )
     if account and auth.account.lower() != account.lower():
         raise CredentialsError(
             f"the URL names storage account {account!r} but {auth.source} is for account "

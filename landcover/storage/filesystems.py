@@ -16,7 +16,7 @@ from typing import Any
 
 import fsspec
 
-from landcover.storage.credentials import AzureAuth, azure_auth
+from landcover.storage.credentials import AzureAuth, azure_auth, misnamed_variables
 from landcover.storage.errors import CredentialsError, StorageError
 from landcover.storage.retry import RetryPolicy, default_policy, sdk_client_options
 from landcover.storage.urls import Location, parse
@@ -114,8 +114,9 @@ def azure_filesystem(
             try:
                 fs = _AZURE_CLASS(auth, policy)
             except ValueError as exc:  # adlfs wraps client construction errors
+                hints = "".join(f"; {hint}" for hint in misnamed_variables())
                 raise CredentialsError(
-                    f"cannot use the Azure credentials in {auth.source}: they are malformed"
+                    f"cannot use the Azure credentials in {auth.source}: they are malformed{hints}"
                 ) from exc
             _CACHE[key] = fs
     return fs

@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from landcover.storage.credentials import HOW_TO_SET, redact
+from landcover.storage.credentials import how_to_set, redact
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
 
 log = logging.getLogger("landcover")
@@ -213,12 +213,12 @@ def to_storage_error(action: str, url: str, exc: BaseException) -> StorageError:
     if isinstance(exc, ClientAuthenticationError) and status is None:
         return CredentialsError(
             f"cannot {action} {url}: no Azure credential could be obtained (a managed identity, "
-            f"AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID or az login): {HOW_TO_SET}"
+            f"AZURE_CLIENT_ID/AZURE_CLIENT_SECRET/AZURE_TENANT_ID or az login): {how_to_set()}"
         )
     if isinstance(exc, ClientAuthenticationError) or status in (401, 403):
         return CredentialsError(
             f"cannot {action} {url}: the storage service rejected the credentials "
-            f"({describe(exc)}); check them: {HOW_TO_SET}"
+            f"({describe(exc)}); check them: {how_to_set()}"
         )
     return StorageError(f"cannot {action} {url}: {describe(exc)}")
 
