@@ -53,11 +53,13 @@ _SAS_FIELDS = (
     "sig|se|st|sp|sv|spr|srt|ss|sr|sip|sdd|skoid|sktid|skt|ske|sks|skv|saoid|suoid|scid|"
     "rscc|rscd|rsce|rscl|rsct"
 )
+# a query value: up to the next field, quote, bracket or space (a colon ending a phrase is prose)
+_QUERY_VALUE = r"(?:[^&\s'\"#<>;,:)\]}]|:(?![\s'\"]|$))+"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # a SAS field in a URL query (after ? or &, also percent-encoded &)
-    (re.compile(rf"((?:[?&]|%26)(?:{_SAS_FIELDS})=)[^&\s'\"#<>;,)\]}}]+", re.I), r"\1"),
+    (re.compile(rf"((?:[?&]|%26)(?:{_SAS_FIELDS})=){_QUERY_VALUE}", re.I), r"\1"),
     # a signature anywhere
-    (re.compile(r"(\bsig=)[^&\s'\"#<>;,)\]}]+", re.I), r"\1"),
+    (re.compile(rf"(\bsig=){_QUERY_VALUE}", re.I), r"\1"),
     # connection-string parts
     (
         re.compile(
