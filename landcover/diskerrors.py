@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from landcover.storage.errors import StorageError
+from landcover.errors import DiskFullError, OutputError
 
 CAUSES: dict[int, str] = {
     errno.EROFS: "read-only file system",
@@ -41,14 +42,13 @@ FULL_BELOW = 4 * 1024 * 1024
 at most a few MB at a time, so a write that ran out of room leaves less than this."""
 
 _PROBE_BYTES = 4096
+_URL = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 
 
-class OutputError(StorageError):
-    """An output folder cannot be written: permission, read-only file system, full disk."""
-
-
-class DiskFullError(OutputError):
-    """The output folder's file system (or the user's quota) has no room for the outputs."""
+def _is_url(folder: str | Path) -> bool:
+    """Whether ``folder`` is a URL other than ``file://`` (a blob, checked by its service)."""
+    match = _URL.match(str(folder))
+    return match is not None and match.group(1).lower() not in ("file", "local")
 
 
 def human_bytes(count: int) -> str:
@@ -218,9 +218,7 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
         OutputError: If the folder is a file, cannot be created or written, or has too
             little room.
     """
-    from landcover import storage
-
-    if storage.is_remote(str(folder)):
+    if _is_url(folder):
         return
     path = Path(folder)
     if path.exists() and not path.is_dir():
