@@ -292,10 +292,12 @@ def evaluate(
     With --resolution, the maps are scored as predict writes them: on each image's grid,
     against the labels brought onto that grid (nearest neighbour).
     """
+    from landcover.diskerrors import check_output_folder
     from landcover.inference.evaluate import run_evaluate
     from landcover.inference.tta import parse_tta
 
     _check_resolution(resolution)
+    check_output_folder(out)
     run_evaluate(
         checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
     )
@@ -311,7 +313,9 @@ def data_synth(
 ) -> None:
     """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs."""
     from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.diskerrors import check_output_folder
 
+    check_output_folder(out)
     pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
     typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
 
@@ -409,8 +413,10 @@ def data_prepare(
 ) -> None:
     """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
     from landcover.data.prepare import prepare_tiles
+    from landcover.diskerrors import check_output_folder
 
     mapping = _class_mapping(classes)
+    check_output_folder(out)
     summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
     typer.echo(summary.line(min_valid))
 
@@ -493,6 +499,7 @@ def cluster_azureml(
     from landcover.cluster.plan import make_plan
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
+    from landcover.diskerrors import check_output_folder
 
     if job not in ("train", "predict"):
         raise typer.BadParameter("must be train or predict", param_hint="--job")
@@ -510,6 +517,7 @@ def cluster_azureml(
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)
+    check_output_folder(out)
     files = write_azureml(
         spec,
         plan,
@@ -539,13 +547,25 @@ def cluster_azureml(
 
 
 def main() -> None:
-    """Runs the CLI; user-fixable problems print one line and exit non-zero."""
+    """Runs the CLI; user-fixable problems print one line and exit non-zero.
+
+    So do read-only, unwritable and full destinations (:mod:`landcover.diskerrors`). Every
+    line the process prints passes through :mod:`landcover.redaction`.
+    """
+    from landcover.diskerrors import uncaught_output_error
+
     redaction.install()
     try:
         app()
     except LandcoverError as exc:
         print(f"error: {redaction.redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)
+    except OSError as exc:  # a read-only, unwritable or full destination no write site named
+        translated = uncaught_output_error(exc)
+        if translated is None:
+            raise
+        print(f"error: {redaction.redact(str(translated))}", file=sys.stderr)
+        sys.exit(translated.exit_code)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)

@@ -36,3 +36,11 @@ class PeerFailureError(TrainingError):
     This is usually a consequence, not the cause: the launcher prefers the failed peer's own
     error when there is one.
     """
+
+
+class OutputError(LandcoverError):
+    """An output folder cannot be written: permission, read-only file system, full disk."""
+
+
+class DiskFullError(OutputError):
+    """The output folder's file system (or the user's quota) has no room for the outputs."""

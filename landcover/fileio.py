@@ -24,11 +24,17 @@ def make_temp_beside(path: Path) -> Path:
 
     Returns:
         The temporary file (``.{name}.XXXX.tmp``), to be renamed over ``path``.
+
+    Raises:
+        OutputError: If the folder is read-only, not writable or full.
     """
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    os.fchmod(fd, default_file_mode())
-    os.close(fd)
+    from landcover.diskerrors import output_errors
+
+    with output_errors(path.parent):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+        os.fchmod(fd, default_file_mode())
+        os.close(fd)
     return Path(tmp)
 
 
@@ -41,11 +47,17 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     Args:
         path: Destination file; its folder is created if needed.
         data: The content.
+
+    Raises:
+        OutputError: If the folder is read-only, not writable or full (nothing is left
+            under ``path``'s name or the temporary one).
     """
+    from landcover.diskerrors import output_errors
+
     path = Path(path)
     tmp = make_temp_beside(path)
     try:
-        with open(tmp, "wb") as handle:
+        with output_errors(path.parent, len(data)), open(tmp, "wb") as handle:
             handle.write(data)
             handle.flush()
             os.fsync(handle.fileno())

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import sys
 from pathlib import Path
@@ -23,6 +24,46 @@ class RedactingFormatter(logging.Formatter):
             The line, with every secret replaced by ``***``.
         """
         return redact(super().format(record))
+
+
+class LogFileHandler(logging.FileHandler):
+    """A log file that stops quietly when it cannot be written (a full or read-only disk).
+
+    The first failed write prints one ``warning:`` line (not logging's traceback) and the
+    file gets no further lines; the command's own error, if any, says what went wrong.
+    """
+
+    failed: bool = False
+
+    def emit(self, record: logging.LogRecord) -> None:
+        """Writes a record unless an earlier write failed."""
+        if not self.failed:
+            super().emit(record)
+
+    def handleError(self, record: logging.LogRecord | None) -> None:  # noqa: N802
+        """Reports the first failed write in one line and stops writing (logging's name)."""
+        if self.failed:
+            return
+        self.failed = True
+        error = sys.exc_info()[1]
+        reason = getattr(error, "strerror", None) or str(error) or type(error).__name__
+        with contextlib.suppress(Exception):  # nowhere left to report it
+            sys.stderr.write(
+                f"warning: cannot write the log file {self.baseFilename}: {reason}; "
+                "no more lines go to it\n"
+            )
+
+    def flush(self) -> None:
+        """Flushes the file; a failure is reported once and stops the file."""
+        try:
+            super().flush()
+        except OSError:
+            self.handleError(None)  # type: ignore[arg-type] - the record is not used
+
+    def close(self) -> None:
+        """Closes the file, ignoring the failure to flush a full or read-only one."""
+        with contextlib.suppress(OSError):
+            super().close()
 
 
 def setup_logging(env: DistEnv, out: str | None) -> None:
@@ -48,7 +89,7 @@ def setup_logging(env: DistEnv, out: str | None) -> None:
     if out is not None:
         folder = Path(out) / "logs"
         folder.mkdir(parents=True, exist_ok=True)
-        file_handler = logging.FileHandler(folder / f"rank{env.rank}.log")
+        file_handler = LogFileHandler(folder / f"rank{env.rank}.log")
         file_handler.setFormatter(
             RedactingFormatter(f"%(asctime)s rank{env.rank} %(levelname)s %(message)s")
         )

@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 import yaml
 
@@ -24,6 +25,7 @@ from landcover import storage
 from landcover.classes import ClassMapping
 from landcover.data.pairs import TilePair, discover_pairs, read_manifest
 from landcover.data.stats import DataStats, measure_pairs
+from landcover.diskerrors import check_output_folder
 
 PROGRESS_EVERY_S = 10.0
 """Seconds between progress lines while measuring."""
@@ -181,8 +183,10 @@ def run_stats(
                 file=sys.stderr,
             )
 
-    measured = measure_pairs(pairs, mapping, bands, on_tile=progress)
     target = out or default_out(data)
+    if not storage.is_remote(target):  # a read-only or full folder: one line, before the work
+        check_output_folder(Path(target).absolute().parent)
+    measured = measure_pairs(pairs, mapping, bands, on_tile=progress)
     text = stats_yaml(data, measured.stats, mapping, datetime.now(timezone.utc))
     storage.write_text(target, text)
     result = StatsResult(

@@ -714,10 +714,23 @@ def _block_size(n: int) -> int:
 
 
 def _write_tif(path: Path, array: np.ndarray, profile: dict, descriptions: list[str]) -> None:
-    """Writes a GeoTIFF atomically (temporary file in the same folder, then rename)."""
+    """Writes a GeoTIFF atomically (temporary file in the same folder, then rename).
+
+    Raises:
+        OutputError: If the folder is read-only, not writable or full (GDAL's own messages
+            stay off the console).
+    """
+    from landcover.diskerrors import output_errors
+    from landcover.gdalnoise import quiet_gdal
+
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with rasterio.Env(GDAL_PAM_ENABLED="NO"), rasterio.open(tmp, "w", **profile) as dst:
+        with (
+            quiet_gdal(),
+            output_errors(path.parent),
+            rasterio.Env(GDAL_PAM_ENABLED="NO"),
+            rasterio.open(tmp, "w", **profile) as dst,
+        ):
             dst.write(array)
             for band, text in enumerate(descriptions, start=1):
                 dst.set_band_description(band, text)

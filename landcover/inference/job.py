@@ -15,7 +15,8 @@ largest first through the job's store (:mod:`.deal`) until none is left. For eac
   one tile's maps in the background while it predicts the next), counts its classes as they
   are written and writes ``{stem}_stats.json``;
 - records a tile that fails (missing, corrupt, wrong bands...) with its one-line error and
-  goes on (``--fail-fast``: no worker claims another tile).
+  goes on (``--fail-fast``: no worker claims another tile); a read-only, unwritable or full
+  output folder ends the job at once with one line (:mod:`landcover.diskerrors`).
 
 Rank 0 reports the job's progress, gathers every worker's records and writes the job's
 outputs beside the maps: the summary (:mod:`.summary`), the VRT mosaics (:mod:`.mosaic`) and
@@ -44,6 +45,7 @@ import torch
 
 from landcover import storage
 from landcover.config import RunConfig
+from landcover.diskerrors import OutputError, check_output_folder
 from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
 from landcover.inference import jobcomm
@@ -223,6 +225,7 @@ def run_predict_job(
         outcome.raise_if_failed(job.fail_fast)
         return outcome
     setup_logging(DistEnv(), None)
+    check_output_folder(options.out)
     spec.entries = measured_tiles(inputs, checkpoint)
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
@@ -399,6 +402,8 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             try:
                 found = _settle(tile.future.result(), tile.entry, ctx)
                 record = _record(tile.entry, tile.index, ctx, "done", found, tile.start)
+            except OutputError:
+                raise  # the output folder is full or read-only: no other tile can be written
             except Exception as exc:
                 record = _failed(tile.entry, tile.index, ctx, exc, tile.start)
             finish(record, tile.entry)
@@ -415,6 +420,8 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
                 else:
                     future = mapper.submit(entry.path)
                     in_flight.append(_InFlight(entry, index, start, future))
+            except OutputError:
+                raise
             except Exception as exc:
                 finish(_failed(entry, index, ctx, exc, start), entry)
             settle(block=False)

@@ -17,6 +17,7 @@ the probability map's averaged overviews.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -30,12 +31,15 @@ import numpy as np
 import rasterio
 import rasterio.shutil
 import torch
+from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover.classes import ClassMapping
+from landcover.diskerrors import OutputError, free_bytes, output_errors, output_failure
 from landcover.errors import DataError
 from landcover.fileio import make_temp_beside
+from landcover.gdalnoise import quiet_gdal
 from landcover.inference.overviews import OverviewPyramid
 
 CLASS_NODATA = 255
@@ -108,22 +112,46 @@ def encode_probs(probs: torch.Tensor, prob_dtype: str) -> tuple[np.ndarray, np.n
 
 
 @contextmanager
-def write_errors(label: str) -> Iterator[None]:
-    """Turns GDAL and OS write errors into a one-line DataError naming what was written.
+def write_errors(label: str, folder: Path | None = None) -> Iterator[None]:
+    """Turns GDAL and OS write errors into one line naming what was written.
+
+    GDAL's raw messages of the writes stay off the console (:func:`quiet_gdal`).
 
     Args:
         label: The map (or folder) named in the message.
+        folder: The output folder (default: ``label``'s parent).
 
     Yields:
         Nothing; wrap the writes.
 
     Raises:
-        DataError: If a write inside fails.
+        OutputError: If the folder is read-only, not writable or full.
+        DataError: If a write inside fails otherwise.
     """
     try:
-        yield
-    except (RasterioError, OSError) as exc:
+        with quiet_gdal(), output_errors(folder or Path(label).parent):
+            yield
+    except OutputError:
+        raise
+    except (RasterioError, CPLE_BaseError, OSError) as exc:
         raise DataError(f"{label}: writing the maps failed ({error_reason(exc)})") from None
+
+
+def scratch_bytes(width: int, height: int, classes: int, prob_dtype: str) -> int:
+    """Bytes a tile's uncompressed scratch maps take: classes, probabilities and overviews.
+
+    Args:
+        width: Tile width in pixels.
+        height: Tile height in pixels.
+        classes: Probability bands.
+        prob_dtype: ``uint8`` or ``float32``.
+
+    Returns:
+        The bytes (the COGs made from them come on top, compressed).
+    """
+    pixels = width * height
+    probs = pixels * classes * np.dtype(prob_dtype).itemsize
+    return pixels + probs + probs // 3
 
 
 def error_reason(exc: BaseException) -> str:
@@ -169,8 +197,9 @@ def scratch_folder(near: Path) -> Iterator[Path]:
     Yields:
         The scratch folder.
     """
-    near.mkdir(parents=True, exist_ok=True)
-    folder = Path(tempfile.mkdtemp(prefix=".landcover-tmp-", dir=near))
+    with output_errors(near):
+        near.mkdir(parents=True, exist_ok=True)
+        folder = Path(tempfile.mkdtemp(prefix=".landcover-tmp-", dir=near))
     try:
         yield folder
     finally:
@@ -221,25 +250,30 @@ class MapWriter:
         }
         self.class_path = scratch / "class.tif"
         self.prob_path = scratch / "prob.tif"
-        self.cls = rasterio.open(
-            self.class_path, "w", **base, count=1, dtype="uint8", nodata=CLASS_NODATA
-        )
-        self.cls.write_colormap(1, class_colormap(mapping))
-        self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
-        self.cls.set_band_description(1, "class")
+        need = scratch_bytes(src.width, src.height, len(names), self.prob_dtype.name)
+        free = free_bytes(scratch)
+        if free is not None and free < need:
+            raise output_failure(Path(self.label).parent, errno.ENOSPC, need)
         prob_profile = {
             **base,
             "count": len(names),
             "dtype": self.prob_dtype.name,
             "photometric": "MINISBLACK",
         }
-        self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
-        self.prob.update_tags(
-            **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
-        )
-        for i, name in enumerate(names, start=1):
-            self.prob.set_band_description(i, name)
-        self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
+        with write_errors(self.label):
+            self.cls = rasterio.open(
+                self.class_path, "w", **base, count=1, dtype="uint8", nodata=CLASS_NODATA
+            )
+            self.cls.write_colormap(1, class_colormap(mapping))
+            self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
+            self.cls.set_band_description(1, "class")
+            self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
+            self.prob.update_tags(
+                **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
+            )
+            for i, name in enumerate(names, start=1):
+                self.prob.set_band_description(i, name)
+            self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
         self.histogram = np.zeros(256, dtype=np.int64)
         """Pixels written per class-map value (``CLASS_NODATA`` where the input has no data)."""
 
@@ -310,11 +344,12 @@ def publish_cog(
         options: COG creation options: compression (default: DEFLATE), overviews.
 
     Raises:
-        DataError: If GDAL cannot write the file.
+        OutputError: If the folder is read-only, not writable or full.
+        DataError: If GDAL cannot write the file otherwise.
     """
     tmp = make_temp_beside(dst)
     try:
-        with write_errors(str(dst)):
+        with write_errors(str(dst), dst.parent):
             rasterio.shutil.copy(
                 src,
                 tmp,

@@ -27,10 +27,11 @@ import traceback
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from landcover import redaction
 from landcover.config import RunConfig
+from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, PeerFailureError
 from landcover.redaction import redact
 
@@ -91,6 +92,13 @@ def reported_error(error_dir: Path, first_failed_rank: int | None = None) -> str
     return peers[0].read_text().strip() if peers else None
 
 
+def _report_and_exit(exc: LandcoverError) -> NoReturn:
+    """Leaves a worker's LandcoverError for the launcher (else prints it) and exits non-zero."""
+    if not report_worker_error(exc, int(os.environ.get("RANK", "0"))):
+        print(f"error: {exc}", file=sys.stderr)
+    raise SystemExit(exc.exit_code) from None
+
+
 def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
     """Runs ``fn`` in a worker; a LandcoverError is reported to the launcher, exit non-zero."""
     set_parent_death_signal()
@@ -98,10 +106,11 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
     try:
         return fn(*args)
     except LandcoverError as exc:
-        if not report_worker_error(exc, int(os.environ.get("RANK", "0"))):
-            print(f"error: {exc}", file=sys.stderr)
-        raise SystemExit(exc.exit_code) from None
+        _report_and_exit(exc)
     except Exception as exc:
+        translated = uncaught_output_error(exc)
+        if translated is not None:  # a read-only, unwritable or full destination
+            _report_and_exit(translated)
         # a bug, not bad input: keep the worker's traceback for the report
         traceback.print_exc()
         error_dir = os.environ.get(ERROR_DIR_ENV)

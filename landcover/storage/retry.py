@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
+from landcover.errors import LandcoverError
 from landcover.storage.credentials import how_to_set, redact
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
 
@@ -250,7 +251,7 @@ def retrying(
         started = time.monotonic()
         try:
             return operation()
-        except StorageError:
+        except LandcoverError:  # already one line (a full or read-only disk, say)
             raise
         except Exception as exc:
             if not is_transient(exc):

@@ -8,6 +8,7 @@ otherwise.
 
 from __future__ import annotations
 
+import os
 import sys
 import threading
 import time
@@ -28,7 +29,7 @@ from landcover.storage.io import (
     upload_file,
 )
 from landcover.storage.retry import RetryPolicy
-from landcover.storage.urls import join, name
+from landcover.storage.urls import is_remote, join, name
 
 
 @dataclass(frozen=True)
@@ -205,11 +206,26 @@ def upload(
     else:
         raise StorageNotFoundError(f"cannot upload {source}: no such file or folder")
 
+    if not is_remote(url):  # a copy to a local path or NFS mount: one line if it cannot fit
+        _check_destination([Path(dst) for _, dst, _ in files], sum(s for *_, s in files))
+
     def job(src: Path, dst: str) -> Callable[[Progress], int]:
         return lambda progress: upload_file(src, dst, progress, policy)
 
     jobs = [(job(src, dst), size) for src, dst, size in files]
     return _run(jobs, "uploaded", url, max_concurrency, show_progress)
+
+
+def _check_destination(files: list[Path], need: int) -> None:
+    """Preflight of a copy's local destination: writable, with room for every file.
+
+    Raises:
+        OutputError: If the folder is read-only, not writable or has too little room.
+    """
+    from landcover.diskerrors import check_output_folder
+
+    folder = Path(os.path.commonpath([str(f.absolute().parent) for f in files]))
+    check_output_folder(folder, need)
 
 
 def download(
@@ -247,6 +263,8 @@ def download(
         if not found:
             raise StorageNotFoundError(f"nothing to download: no files under {url}")
         jobs_spec = [(join(url, rel), dest / rel, size) for rel, size in found]
+
+    _check_destination([dst for _, dst, _ in jobs_spec], sum(s for *_, s in jobs_spec))
 
     def job(src: str, dst: Path) -> Callable[[Progress], int]:
         return lambda progress: download_file(src, dst, progress, policy)

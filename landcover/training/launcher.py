@@ -16,11 +16,13 @@ from landcover.config import Config
 from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.data.sample import data_root
+from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError
 from landcover.logs import setup_logging
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
+from landcover.training.runfolder import RunFolder
 from landcover.training.worker import run_worker, worker_entry
 
 log = logging.getLogger("landcover")
@@ -71,15 +73,21 @@ def train_main(config: Config) -> None:
     if external is not None:
         try:
             run_worker(config, external)
-        except LandcoverError as exc:
+        except Exception as exc:
+            error = exc if isinstance(exc, LandcoverError) else uncaught_output_error(exc)
+            if error is None:
+                raise
             # started by our own horovodrun launcher: it prints the job's one error line
-            if report_worker_error(exc, external.rank):
-                raise SystemExit(exc.exit_code) from None
-            raise
+            if report_worker_error(error, external.rank):
+                raise SystemExit(error.exit_code) from None
+            if error is exc:
+                raise
+            raise error from None
         return
     setup_logging(DistEnv(), None)
     engine = engine_for(config.run)  # refuses options the engine cannot honour, before the data
     preflight(config)
+    RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
     run = config.run
     if run.workers == 1 and run.nnodes == 1:
         run_worker(config, DistEnv())

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from landcover import storage
 from landcover.data.sample import cache_root
+from landcover.diskerrors import check_output_folder
 from landcover.fileio import remove_stale_temporaries
 
 
@@ -22,6 +23,9 @@ class RunFolder:
 
     Args:
         out: The run folder: a path or a blob URL.
+
+    Raises:
+        OutputError: If the (local or staging) folder cannot be created or written.
     """
 
     def __init__(self, out: str) -> None:
@@ -32,7 +36,7 @@ class RunFolder:
             self.local = cache_root() / "runs" / key
         else:
             self.local = Path(out)
-        self.local.mkdir(parents=True, exist_ok=True)
+        check_output_folder(self.local)  # one line if read-only, not writable or full
 
     def path(self, *parts: str) -> Path:
         """A local file of the run (in the staging folder for a remote run)."""
