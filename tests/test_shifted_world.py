@@ -15,12 +15,14 @@ import numpy as np
 import pytest
 import rasterio
 from rasterio.crs import CRS
+from scipy.ndimage import find_objects
+from scipy.ndimage import label as ndimage_label
 
 from landcover.config import DataConfig
 from landcover.data.flights import Ground, flight_plan, shadow_mask
 from landcover.data.pairs import discover_pairs, split_pairs
 from landcover.data.shifted import write_shifted_world
-from landcover.data.synthetic import TREE, write_synthetic_dataset
+from landcover.data.synthetic import ROAD, TREE, write_synthetic_dataset
 
 from conftest import run_cli
 
@@ -138,6 +140,19 @@ def test_rare_buildings_and_every_class_in_every_split(
     train = counts["train"]
     share = train[BUILDING] / train[list(CLASSES)].sum()
     assert 0.0 < share <= 0.005
+
+
+def test_buildings_are_small_and_roads_break_under_canopy(
+    world: Path, rows: list[dict[str, str]]
+) -> None:
+    sides = []
+    for r in rows:
+        lab = _read(world / r["split"] / f"{r['tile']}_lc.tif")[0]
+        for box in find_objects(ndimage_label(lab == BUILDING)[0]):
+            sides += [box[0].stop - box[0].start, box[1].stop - box[1].start]
+        if r["kind"] == "forest":  # one road crosses a forest tile; the canopy hides pieces
+            assert ndimage_label(lab == ROAD)[1] >= 2, r["tile"]
+    assert sides and min(sides) >= 7 and max(sides) <= 21
 
 
 def test_class_mix_varies_by_tile(world: Path, rows: list[dict[str, str]]) -> None:
