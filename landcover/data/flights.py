@@ -20,7 +20,7 @@ land cover and surface, the same whatever the flight) as that flight saw it:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 
 import numpy as np
 from rasterio.io import MemoryFile
@@ -228,15 +228,16 @@ def render_flight(ground: Ground, flight: Flight, rng: np.random.Generator) -> n
     return image
 
 
-# name, role, year, senescence, gain, offset, gamma, haze, azimuth, elevation, noise, blur, quality
-_ARCHETYPES: tuple[tuple, ...] = (
-    ("train-a", "train", 2013, 0.05, (1.0, 1.0, 1.0, 1.0), (0, 0, 0, 0), 1.0, 0.05, 140, 60, 2.0, 0.6, 90),
-    ("train-b", "train", 2015, 0.65, (1.08, 0.95, 0.92, 1.0), (12, 6, 10, -5), 0.92, 0.15, 165, 40, 3.0, 0.8, 75),
-    ("train-c", "train", 2017, 0.2, (0.88, 0.92, 0.95, 1.12), (-8, -6, 4, 10), 1.1, 0.25, 120, 52, 2.5, 0.7, 82),
-    ("val-a", "val", 2014, 0.4, (1.05, 1.05, 1.0, 0.9), (8, 10, 14, -12), 1.05, 0.1, 200, 48, 3.0, 0.7, 80),
-    ("test-a", "test", 2016, 0.85, (1.12, 1.0, 0.95, 0.95), (16, 8, 18, -15), 0.9, 0.28, 170, 36, 4.0, 0.9, 65),
-    ("test-b", "test", 2018, 0.1, (1.15, 1.12, 1.05, 1.2), (-12, -10, -4, 8), 1.15, 0.02, 225, 62, 1.5, 0.5, 88),
-    ("reflown-a", "reflown", 2011, 0.05, (0.9, 0.95, 1.0, 1.3), (14, 10, 20, 12), 0.95, 0.12, 235, 58, 2.5, 0.6, 80),
+# The flights' nominal looks by role, jittered by the seed in flight_plan. Fields: name, year,
+# senescence, gain, offset, gamma, haze, sun azimuth and elevation, noise, blur, JPEG quality.
+_NOMINAL: tuple[tuple[str, Flight], ...] = (
+    ("train", Flight("train-a", 2013, 0.05, (1.0, 1.0, 1.0, 1.0), (0, 0, 0, 0), 1.0, 0.05, 140, 60, 2.0, 0.6, 90)),
+    ("train", Flight("train-b", 2015, 0.65, (1.08, 0.95, 0.92, 1.0), (12, 6, 10, -5), 0.92, 0.15, 165, 40, 3.0, 0.8, 75)),
+    ("train", Flight("train-c", 2017, 0.2, (0.88, 0.92, 0.95, 1.12), (-8, -6, 4, 10), 1.1, 0.25, 120, 52, 2.5, 0.7, 82)),
+    ("val", Flight("val-a", 2014, 0.4, (1.05, 1.05, 1.0, 0.9), (8, 10, 14, -12), 1.05, 0.1, 200, 48, 3.0, 0.7, 80)),
+    ("test", Flight("test-a", 2016, 0.85, (1.12, 1.0, 0.95, 0.95), (16, 8, 18, -15), 0.9, 0.28, 170, 36, 4.0, 0.9, 65)),
+    ("test", Flight("test-b", 2018, 0.1, (1.15, 1.12, 1.05, 1.2), (-12, -10, -4, 8), 1.15, 0.02, 225, 62, 1.5, 0.5, 88)),
+    ("reflown", Flight("reflown-a", 2011, 0.05, (0.9, 0.95, 1.0, 1.3), (14, 10, 20, 12), 0.95, 0.12, 235, 58, 2.5, 0.6, 80)),
 )  # fmt: skip
 
 
@@ -255,20 +256,19 @@ def flight_plan(seed: int) -> dict[str, list[Flight]]:
     """
     rng = np.random.default_rng([seed, 7919])
     plan: dict[str, list[Flight]] = {}
-    for name, role, year, sen, gain, offset, gamma, haze, az, el, noise, blur, q in _ARCHETYPES:
-        flight = Flight(
-            name=name,
-            year=year,
-            senescence=float(np.clip(sen + rng.normal(0.0, 0.04), 0.0, 1.0)),
-            gain=tuple(float(g * (1.0 + rng.normal(0.0, 0.02))) for g in gain),
-            offset=tuple(float(o + rng.normal(0.0, 3.0)) for o in offset),
-            gamma=float(gamma + rng.normal(0.0, 0.02)),
-            haze=float(max(0.0, haze + rng.normal(0.0, 0.02))),
-            sun_azimuth=float((az + rng.uniform(-10.0, 10.0)) % 360.0),
-            sun_elevation=float(el + rng.uniform(-3.0, 3.0)),
-            noise=float(max(0.5, noise + rng.normal(0.0, 0.2))),
-            blur=float(blur),
-            jpeg_quality=int(q + rng.integers(-3, 4)),
+    for role, f in _NOMINAL:
+        flight = replace(
+            f,
+            senescence=float(np.clip(f.senescence + rng.normal(0.0, 0.04), 0.0, 1.0)),
+            gain=tuple(float(g * (1.0 + rng.normal(0.0, 0.02))) for g in f.gain),
+            offset=tuple(float(o + rng.normal(0.0, 3.0)) for o in f.offset),
+            gamma=float(f.gamma + rng.normal(0.0, 0.02)),
+            haze=float(max(0.0, f.haze + rng.normal(0.0, 0.02))),
+            sun_azimuth=float((f.sun_azimuth + rng.uniform(-10.0, 10.0)) % 360.0),
+            sun_elevation=float(f.sun_elevation + rng.uniform(-3.0, 3.0)),
+            noise=float(max(0.5, f.noise + rng.normal(0.0, 0.2))),
+            blur=float(f.blur),
+            jpeg_quality=int(f.jpeg_quality + rng.integers(-3, 4)),
         )
         plan.setdefault(role, []).append(flight)
     return plan
