@@ -306,18 +306,64 @@ def evaluate(
 @data_app.command("synth")
 def data_synth(
     out: Annotated[Path, typer.Argument(help="Output folder.")],
-    tiles: Annotated[int, typer.Option(min=1, help="Number of tile pairs.")] = 8,
-    size: Annotated[int, typer.Option(min=32, help="Tile side in pixels.")] = 512,
+    tiles: Annotated[
+        int | None,
+        typer.Option(
+            min=1, help="Tile pairs (easy, default 8); training tiles (shifted, default 16)."
+        ),
+    ] = None,
+    size: Annotated[
+        int | None,
+        typer.Option(min=32, help="Tile side in pixels (easy: 512; shifted: 256, >= 128)."),
+    ] = None,
     seed: Annotated[int, typer.Option(help="Random seed; same seed, same files.")] = 0,
     prefix: Annotated[str, typer.Option(help="File-name prefix.")] = "synth",
+    profile: Annotated[
+        str, typer.Option(help="easy (one radiometry, the built-in sample) or shifted.")
+    ] = "easy",
 ) -> None:
-    """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs."""
-    from landcover.data.synthetic import write_synthetic_dataset
+    """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs.
+
+    --profile easy (the default): OUT/{prefix}_NNN pairs with one radiometry
+    and generous classes, like the built-in sample.
+
+    --profile shifted: the difficulties of real NAIP. OUT/train, OUT/val and
+    OUT/test (TILES training tiles, a quarter as many for validation, half as
+    many for test), each split from its own flights (gain and offset, gamma,
+    haze, sun and shadows, season, noise, JPEG); forest, farmland and town
+    tiles; buildings <= 0.5 % of the training pixels, roads partly under
+    canopy. OUT/train_reflown: the training scenes (same labels) as a flight
+    no split saw. OUT/flights.csv: each tile's flight and its parameters.
+    OUT/manifest.csv (image,label,split) for data.manifest.
+    """
     from landcover.diskerrors import check_output_folder
 
+    if profile not in ("easy", "shifted"):
+        raise typer.BadParameter(
+            f"unknown profile {profile!r} (easy or shifted)", param_hint="--profile"
+        )
     check_output_folder(out)
-    pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
-    typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
+    if profile == "easy":
+        from landcover.data.synthetic import write_synthetic_dataset
+
+        tiles, size = tiles or 8, size or 512
+        pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
+        typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
+    else:
+        from landcover.data.shifted import MIN_SHIFTED_SIZE, write_shifted_world
+
+        tiles, size = tiles or 16, size or 256
+        if size < MIN_SHIFTED_SIZE:
+            raise typer.BadParameter(
+                f"the shifted world needs tiles of at least {MIN_SHIFTED_SIZE} px, got {size}",
+                param_hint="--size",
+            )
+        written = write_shifted_world(out, tiles, size, seed, prefix=prefix)
+        counts = {
+            s: sum(t.split == s for t in written) for s in dict.fromkeys(t.split for t in written)
+        }
+        listed = ", ".join(f"{n} {s}" for s, n in counts.items())
+        typer.echo(f"wrote {listed} tile pairs of {size}x{size} px to {out}")
 
 
 @data_app.command("sample")

@@ -59,7 +59,8 @@ class DataConfig(_Section):
         root: Folder (or URL) holding ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs.
             ``None`` uses the built-in synthetic sample dataset.
         manifest: Optional CSV with columns ``image,label`` and an optional ``split`` column
-            (``train``/``val``); paths relative to the manifest's folder. Overrides ``root``.
+            (``train``/``val``/``test``; test rows are not trained on); paths relative to the
+            manifest's folder. Overrides ``root``.
         image_suffix: File-name suffix of the imagery.
         label_suffix: File-name suffix of the labels.
         val_root: Optional separate folder of validation pairs.

@@ -65,7 +65,7 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
         path: The manifest; relative paths in it are relative to its folder.
 
     Returns:
-        ``(pair, split)`` tuples; ``split`` is ``train``, ``val`` or ``None``.
+        ``(pair, split)`` tuples; ``split`` is ``train``, ``val``, ``test`` or ``None``.
 
     Raises:
         DataError: If the manifest is missing, malformed, or lists no pairs.
@@ -83,8 +83,10 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
             if not image or not label:
                 raise DataError(f"{path}: line {line} has an empty image or label")
             split = (row.get("split") or "").strip() or None
-            if split not in (None, "train", "val"):
-                raise DataError(f"{path}: line {line}: split must be train or val, not {split!r}")
+            if split not in (None, "train", "val", "test"):
+                raise DataError(
+                    f"{path}: line {line}: split must be train, val or test, not {split!r}"
+                )
             name = Path(image).name.rsplit(".", 1)[0]
             rows.append(
                 (TilePair(name, resolve_entry(folder, image), resolve_entry(folder, label)), split)
@@ -106,7 +108,8 @@ def split_pairs(data: DataConfig, root: str) -> tuple[list[TilePair], list[TileP
 
     The validation set is, in order of precedence: the manifest's ``split`` column,
     ``val_root``, the tiles named in ``val_tiles``, or the last ``val_fraction`` of the tiles
-    by name (at least one tile when there are two or more).
+    by name (at least one tile when there are two or more). A manifest's ``test`` rows are
+    neither trained nor validated on (they are for ``evaluate``).
 
     Args:
         data: The data configuration.
@@ -120,9 +123,9 @@ def split_pairs(data: DataConfig, root: str) -> tuple[list[TilePair], list[TileP
     """
     if data.manifest:
         rows = read_manifest(data.manifest)
-        pairs = [p for p, _ in rows]
+        pairs = [p for p, s in rows if s != "test"]
         if any(split is not None for _, split in rows):
-            train = [p for p, s in rows if s != "val"]
+            train = [p for p, s in rows if s in (None, "train")]
             val = [p for p, s in rows if s == "val"]
             return _non_empty(train, data.manifest), val
     else:

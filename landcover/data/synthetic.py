@@ -405,17 +405,22 @@ def _lake(app: np.ndarray, rng: np.random.Generator, roads: list[_Curve]) -> Non
     app[y0:y1, x0:x1][dist < 1.0] = WATER
 
 
-def _land_cover(height: int, width: int, rng: np.random.Generator) -> np.ndarray:
-    """Builds the appearance-code map of a scene (before no-data)."""
-    shape = (height, width)
-    app = np.full(shape, FIELD, dtype=np.uint8)
+def _vegetation(
+    app: np.ndarray, rng: np.random.Generator, forest: tuple[float, float] = (0.3, 0.55)
+) -> None:
+    """Paints forest and field from multi-scale noise, and barren patches in the open land.
 
-    # Forest and field from multi-scale noise; barren patches in the open land.
+    Args:
+        app: Appearance codes (all FIELD), modified in place.
+        rng: Random generator.
+        forest: Range of the forest fraction, drawn uniformly.
+    """
+    shape = app.shape
     base = _smooth_noise(shape, 45.0, rng)
     base *= np.float32(0.8)
     base += np.float32(0.45) * _smooth_noise(shape, 12.0, rng)
     base += np.float32(0.1) * _fine_noise(shape, 3.0, rng)  # ragged crown-scale edges
-    forest_frac = rng.uniform(0.3, 0.55)
+    forest_frac = rng.uniform(*forest)
     threshold = np.quantile(_subsample(base), 1.0 - forest_frac)
     app[base > threshold] = TREE
     del base
@@ -424,30 +429,53 @@ def _land_cover(height: int, width: int, rng: np.random.Generator) -> np.ndarray
     if open_land.size:
         frac = min(0.5, rng.uniform(0.025, 0.05) / max(1.0 - forest_frac, 0.1))
         app[(bare > np.quantile(open_land, 1.0 - frac)) & (app == FIELD)] = BARREN
-    del bare
 
-    # Roads (curves only for now), settlements with lawns and side streets.
+
+def _paint_water(app: np.ndarray, rng: np.random.Generator, roads: list[_Curve]) -> None:
+    """Paints lakes and ponds, and a meandering river in most tiles (with riparian trees)."""
+    height, width = app.shape
     scale = max(height, width) / 512.0
-    n_roads = int(rng.integers(1 if scale < 0.4 else 2, 4)) + max(0, round(scale) - 1)
-    roads: list[_Curve] = []
-    for _ in range(n_roads):
-        for _ in range(10):  # avoid near-duplicate parallel roads
-            road = _random_road(shape, rng, rng.uniform(7.0, 12.0))
-            if not any(_too_close(road, other) for other in roads):
-                break
-        roads.append(road)
-    n_settle = 1 + int(rng.poisson(height * width / 800.0**2))
-    settlements = [_settlement(app, rng, roads) for _ in range(n_settle)]
-
-    # Water: lakes and ponds, a meandering river in most tiles (with riparian trees).
     for _ in range(int(rng.integers(1, 3)) + int(rng.poisson(height * width / 1500.0**2))):
         _lake(app, rng, roads)
     n_rivers = int(rng.random() < 0.8) + int(rng.poisson(max(0.0, scale - 1.0) / 4.0))
     for _ in range(n_rivers):
-        river = _random_river(shape, rng)
+        river = _random_river(app.shape, rng)
         if rng.random() < 0.6:
             _paint_curve(app, river, TREE, extra_half=rng.uniform(4.0, 12.0), only=(FIELD,))
         _paint_curve(app, river, WATER)
+
+
+def _pick_roads(
+    shape: tuple[int, int],
+    rng: np.random.Generator,
+    n_roads: int,
+    widths: tuple[float, float] = (7.0, 12.0),
+) -> list[_Curve]:
+    """Roads crossing the tile (not yet painted), avoiding near-duplicate parallel roads."""
+    roads: list[_Curve] = []
+    for _ in range(n_roads):
+        for _ in range(10):
+            road = _random_road(shape, rng, rng.uniform(*widths))
+            if not any(_too_close(road, other) for other in roads):
+                break
+        roads.append(road)
+    return roads
+
+
+def _land_cover(height: int, width: int, rng: np.random.Generator) -> np.ndarray:
+    """Builds the appearance-code map of a scene (before no-data)."""
+    shape = (height, width)
+    app = np.full(shape, FIELD, dtype=np.uint8)
+    _vegetation(app, rng)
+
+    # Roads (curves only for now), settlements with lawns and side streets.
+    scale = max(height, width) / 512.0
+    n_roads = int(rng.integers(1 if scale < 0.4 else 2, 4)) + max(0, round(scale) - 1)
+    roads = _pick_roads(shape, rng, n_roads)
+    n_settle = 1 + int(rng.poisson(height * width / 800.0**2))
+    settlements = [_settlement(app, rng, roads) for _ in range(n_settle)]
+
+    _paint_water(app, rng, roads)
 
     # Roads over everything (bridges), side streets stop at water.
     for road in roads:
@@ -630,23 +658,29 @@ def _shift_mask(mask: np.ndarray, dy: int, dx: int) -> np.ndarray:
     return out
 
 
-def _render(app: np.ndarray, rng: np.random.Generator) -> np.ndarray:
-    """Renders the appearance map as a (4, H, W) uint8 image (values 1..255)."""
-    height, width = app.shape
-    means, texture = _appearance_tables(rng)
+def _surface_mult(app: np.ndarray, texture: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One multiplicative map shared by all bands: regional brightness and texture.
 
-    # One multiplicative map shared by all bands: regional brightness, texture, shadows.
+    Texture is fine grain plus crown-sized blobs, strong for trees and weak elsewhere
+    (``texture`` holds the strength of each appearance code).
+    """
     mult = _smooth_noise(app.shape, 60.0, rng)
     mult *= np.float32(0.07)
     mult += np.float32(1.0)
-    # Texture: fine grain plus crown-sized blobs (strong for trees, weak elsewhere).
     grain = _fine_noise(app.shape, 1.0, rng)
     grain *= np.float32(0.5)
     grain += np.float32(0.85) * _fine_noise(app.shape, 2.2, rng)
     grain *= texture[app]
     grain += np.float32(1.0)
     mult *= grain
-    del grain
+    return mult
+
+
+def _render(app: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """Renders the appearance map as a (4, H, W) uint8 image (values 1..255)."""
+    height, width = app.shape
+    means, texture = _appearance_tables(rng)
+    mult = _surface_mult(app, texture, rng)
     sx = int(rng.integers(2, 5)) * (1 if rng.random() < 0.5 else -1)
     sy = int(rng.integers(2, 5))
     tall = (app == TREE) | (app >= _ROOF0)
