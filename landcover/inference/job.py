@@ -303,7 +303,9 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     except Exception:  # an unreadable input: predicting it reports why
         return None
     num_classes = ctx.im.mapping.num_classes
-    reason = incomplete_reason(grid, outputs, ctx.fingerprint.digest, num_classes)
+    reason = incomplete_reason(
+        grid, outputs, ctx.fingerprint.digest, num_classes, ctx.options.prob_dtype
+    )
     if reason is not None:
         if not reason.endswith(": missing"):
             log.info("%s: predicting it again (%s)", entry.path, reason)

@@ -1,0 +1,120 @@
+"""The probe findings of issue 16 on predict, evaluate, train and data check (5 to 9).
+
+Each test writes real GeoTIFFs with rasterio and runs ``python -m landcover`` as a subprocess
+with the tiny trained checkpoint of ``conftest``. Expectations are computed here from the
+arrays written and read back with numpy (hectares as pixel counts x pixel area).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+from affine import Affine
+from PIL import Image
+
+from landcover.classes import resolve_mapping
+
+from conftest import assert_one_line_error, run_cli
+
+NAMES = resolve_mapping("chesapeake7").names
+UTM = "EPSG:26918"
+
+
+def write_tile(
+    path: Path,
+    height: int,
+    width: int,
+    crs: str | None = UTM,
+    pixel: float = 1.0,
+    corner: tuple[float, float] = (400000.0, 4300000.0),
+    seed: int = 0,
+    empty: bool = False,
+) -> Path:
+    """Writes a 4-band uint8 NAIP-like tile (nodata 0); ``empty``: every pixel is no-data."""
+    rng = np.random.default_rng(seed)
+    image = rng.integers(20, 230, size=(4, height, width), dtype=np.uint8)
+    if empty:
+        image[:] = 0
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        height=height,
+        width=width,
+        count=4,
+        dtype="uint8",
+        crs=crs,
+        transform=Affine(pixel, 0, corner[0], 0, -pixel, corner[1]),
+        nodata=0,
+    ) as ds:
+        ds.write(image)
+    return path
+
+
+def write_label(path: Path, image: Path, seed: int = 0) -> Path:
+    """Writes a Chesapeake label (codes 1-6) on exactly an image's grid."""
+    with rasterio.open(image) as src:
+        profile = {
+            "driver": "GTiff",
+            "height": src.height,
+            "width": src.width,
+            "count": 1,
+            "dtype": "uint8",
+            "crs": src.crs,
+            "transform": src.transform,
+            "nodata": 15,
+        }
+    codes = np.random.default_rng(seed).integers(1, 7, size=(profile["height"], profile["width"]))
+    with rasterio.open(path, "w", **profile) as ds:
+        ds.write(codes.astype(np.uint8), 1)
+    return path
+
+
+def predict(checkpoint: Path, out: Path, *tiles: Path, extra: tuple[str, ...] = ()):
+    return run_cli(
+        "predict",
+        *map(str, tiles),
+        "--checkpoint",
+        str(checkpoint),
+        "--out",
+        str(out),
+        "--device",
+        "cpu",
+        *extra,
+    )
+
+
+def class_counts(path: Path) -> np.ndarray:
+    """Pixels per class of a class map (no-data 255 left out), with numpy."""
+    with rasterio.open(path) as ds:
+        classes = ds.read(1)
+    return np.bincount(classes[classes != 255].ravel(), minlength=len(NAMES))[: len(NAMES)]
+
+
+# --- 5: a tile exactly one block (256 px) wide is complete on a rerun -------------------------
+
+
+def test_256_px_wide_tile_is_skipped_on_rerun(checkpoint: Path, tmp_path: Path) -> None:
+    tile = write_tile(tmp_path / "in" / "wide_naip.tif", 96, 256)
+    out = tmp_path / "maps"
+    first = predict(checkpoint, out, tile)
+    assert first.returncode == 0, first.stderr
+    maps = [out / "wide_naip_class.tif", out / "wide_naip_prob.tif"]
+    with rasterio.open(maps[0]) as ds:  # the case: rasterio calls a 256 px wide COG untiled
+        assert ds.width == 256 and not ds.profile.get("tiled")
+    mtimes = [p.stat().st_mtime_ns for p in maps]
+
+    second = predict(checkpoint, out, tile)
+    assert second.returncode == 0, second.stderr
+    assert "wide_naip.tif: skipped, its outputs are complete" in second.stderr, second.stderr
+    assert "predicting it again" not in second.stderr
+    assert [p.stat().st_mtime_ns for p in maps] == mtimes
+    tiles = json.loads((out / "summary.json").read_text())["tiles"]
+    assert [t["status"] for t in tiles] == ["skipped"]
