@@ -118,3 +118,55 @@ def test_256_px_wide_tile_is_skipped_on_rerun(checkpoint: Path, tmp_path: Path) 
     assert [p.stat().st_mtime_ns for p in maps] == mtimes
     tiles = json.loads((out / "summary.json").read_text())["tiles"]
     assert [t["status"] for t in tiles] == ["skipped"]
+
+
+# --- 6: hectares cover the projected tiles, and say which tiles have no area -----------------
+
+
+def test_mixed_crs_job_counts_tiles_without_area_apart(checkpoint: Path, tmp_path: Path) -> None:
+    utm = write_tile(tmp_path / "in" / "utm_naip.tif", 80, 96, UTM, 1.0, seed=1)
+    geo = write_tile(tmp_path / "in" / "geo_naip.tif", 64, 72, "EPSG:4326", 1e-5, (-76.5, 38.8), 2)
+    out = tmp_path / "maps"
+    result = predict(checkpoint, out, utm, geo, extra=("--no-preview",))
+    assert result.returncode == 0, result.stderr
+
+    utm_counts = class_counts(out / "utm_naip_class.tif")
+    geo_counts = class_counts(out / "geo_naip_class.tif")
+    expected_ha = utm_counts * 1.0 / 10_000  # 1 m x 1 m pixels
+    geo_pixels = int(geo_counts.sum())
+    assert geo_pixels == 64 * 72  # the random image has no no-data pixel
+
+    document = json.loads((out / "summary.json").read_text())
+    np.testing.assert_allclose([c["hectares"] for c in document["classes"]], expected_ha)
+    assert [c["pixels_without_area"] for c in document["classes"]] == geo_counts.tolist()
+    area = document["area"]
+    assert area["tiles_with_area"] == 1
+    assert area["tiles_without_area"] == 1
+    assert area["pixels_without_area"] == geo_pixels
+    assert [Path(t).name for t in area["tiles"]] == ["geo_naip.tif"]
+
+    rows = list(csv.DictReader((out / "classes.csv").read_text().splitlines()))
+    np.testing.assert_allclose([float(r["hectares"]) for r in rows], expected_ha, atol=1e-4)
+    assert [int(r["pixels_without_area"]) for r in rows] == geo_counts.tolist()
+    assert {r["tiles_without_area"] for r in rows} == {"1"}
+
+    last = [ln for ln in result.stderr.splitlines() if "2 tiles: 2 predicted" in ln]
+    assert last, result.stderr
+    assert f"1 tile ({geo_pixels:,} pixels) has no area" in last[-1], last[-1]
+    water_ha = f"{NAMES[0]} {expected_ha[0]:,.1f} ha"
+    assert water_ha in last[-1], last[-1]
+
+
+def test_job_of_only_geographic_tiles_reports_no_hectares(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    geo = write_tile(tmp_path / "in" / "geo_naip.tif", 64, 64, "EPSG:4326", 1e-5, (-76.5, 38.8))
+    out = tmp_path / "maps"
+    result = predict(checkpoint, out, geo, extra=("--no-preview",))
+    assert result.returncode == 0, result.stderr
+    assert "0.0 ha" not in result.stderr
+    document = json.loads((out / "summary.json").read_text())
+    assert {c["hectares"] for c in document["classes"]} == {None}
+    rows = list(csv.DictReader((out / "classes.csv").read_text().splitlines()))
+    assert {r["hectares"] for r in rows} == {""}
+    assert "1 tile (4,096 pixels) has no area" in result.stderr

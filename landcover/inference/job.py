@@ -64,7 +64,7 @@ from landcover.inference.outputs import (
 from landcover.inference.predict import PredictOptions, TileMapper
 from landcover.inference.records import ClassCounts, Grid, TileOutputs, TileRecord
 from landcover.inference.stac import write_item_collection
-from landcover.inference.summary import class_totals, write_summary
+from landcover.inference.summary import totals_line, write_summary
 from landcover.inference.tiles import TileEntry, measure_tiles, resolve_tiles
 from landcover.logs import setup_logging
 from landcover.parallel.env import DistEnv
@@ -466,10 +466,7 @@ def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> Jo
         log.info("wrote %s", ", ".join(storage.name(f) for f in files))
     except LandcoverError as exc:
         error = f"the job's summary could not be written: {exc}"
-    hectares = ", ".join(
-        f"{t.name} {t.hectares:,.1f} ha ({100 * t.fraction:.1f} %)"
-        for t in class_totals(records, ctx.im.mapping)
-    )
+    hectares = totals_line(records, ctx.im.mapping)
     log.info(
         "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
         len(records),
