@@ -170,3 +170,19 @@ def test_job_of_only_geographic_tiles_reports_no_hectares(
     rows = list(csv.DictReader((out / "classes.csv").read_text().splitlines()))
     assert {r["hectares"] for r in rows} == {""}
     assert "1 tile (4,096 pixels) has no area" in result.stderr
+
+
+# --- 7: previews of thin tiles stay small ----------------------------------------------------
+
+
+@pytest.mark.parametrize("shape", [(256, 1), (1, 256), (384, 16)])
+def test_thin_tile_preview_is_at_most_2000_px(
+    checkpoint: Path, tmp_path: Path, shape: tuple[int, int]
+) -> None:
+    height, width = shape
+    tile = write_tile(tmp_path / "in" / "thin_naip.tif", height, width)
+    out = tmp_path / "maps"
+    result = predict(checkpoint, out, tile)
+    assert result.returncode == 0, result.stderr
+    with Image.open(out / "thin_naip_preview.png") as png:
+        assert max(png.size) <= 2000, png.size
