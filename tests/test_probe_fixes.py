@@ -1,15 +1,15 @@
 """The probe findings of issue 16 on predict, evaluate, train and data check (5 to 9).
 
 Each test writes real GeoTIFFs with rasterio and runs ``python -m landcover`` as a subprocess
-with the tiny trained checkpoint of ``conftest``. Expectations are computed here from the
-arrays written and read back with numpy (hectares as pixel counts x pixel area).
+with a tiny checkpoint trained here for one short epoch (no test needs a good model). Expectations
+are computed here from the arrays written and read back with numpy (hectares as pixel counts x
+pixel area).
 """
 
 from __future__ import annotations
 
 import csv
 import json
-import os
 from pathlib import Path
 
 import numpy as np
@@ -20,10 +20,30 @@ from PIL import Image
 
 from landcover.classes import resolve_mapping
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, train_args
 
 NAMES = resolve_mapping("chesapeake7").names
 UTM = "EPSG:26918"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A tiny model trained one short epoch on the tiny data (cheaper than conftest's)."""
+    run = tmp_path_factory.mktemp("probe-run") / "run"
+    result = run_cli(
+        *train_args(tiny_config, tiny_data, run),
+        "--epochs",
+        "1",
+        "--samples-per-epoch",
+        "32",
+        "--workers",
+        "1",
+        timeout=600,
+    )
+    assert result.returncode == 0, result.stderr
+    return run / "checkpoints" / "last.pt"
 
 
 def write_tile(
@@ -157,9 +177,7 @@ def test_mixed_crs_job_counts_tiles_without_area_apart(checkpoint: Path, tmp_pat
     assert water_ha in last[-1], last[-1]
 
 
-def test_job_of_only_geographic_tiles_reports_no_hectares(
-    checkpoint: Path, tmp_path: Path
-) -> None:
+def test_job_of_only_geographic_tiles_reports_no_hectares(checkpoint: Path, tmp_path: Path) -> None:
     geo = write_tile(tmp_path / "in" / "geo_naip.tif", 64, 64, "EPSG:4326", 1e-5, (-76.5, 38.8))
     out = tmp_path / "maps"
     result = predict(checkpoint, out, geo, extra=("--no-preview",))
@@ -186,3 +204,20 @@ def test_thin_tile_preview_is_at_most_2000_px(
     assert result.returncode == 0, result.stderr
     with Image.open(out / "thin_naip_preview.png") as png:
         assert max(png.size) <= 2000, png.size
+
+
+# --- 8: absurd --resolution is refused in one line -------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("resolution", "factor"),
+    [("1e6", "shrinks it 64x"), ("0.1", "enlarges it 10x")],
+)
+def test_absurd_resolution_is_refused(
+    checkpoint: Path, tmp_path: Path, resolution: str, factor: str
+) -> None:
+    tile = write_tile(tmp_path / "in" / "small_naip.tif", 64, 64)
+    out = tmp_path / "maps"
+    result = predict(checkpoint, out, tile, extra=("--resolution", resolution))
+    assert_one_line_error(result, str(tile), factor, "--resolution")
+    assert not list(out.glob("*_class.tif")) if out.exists() else True

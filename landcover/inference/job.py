@@ -164,12 +164,16 @@ class JobOutcome:
 # --- the launcher ---------------------------------------------------------------------------
 
 
-def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
+def measured_tiles(
+    inputs: list[str], checkpoint: str, resolution: str | float = "native"
+) -> list[TileEntry]:
     """Resolves and measures a job's tiles, largest first.
 
     Args:
         inputs: The ``landcover predict`` arguments.
-        checkpoint: The checkpoint (its bands and image suffix).
+        checkpoint: The checkpoint (its bands, image suffix, patch and pixel size).
+        resolution: ``--resolution``: a local tile it would resample absurdly is refused
+            here, before any work (see :mod:`landcover.inference.resolution`).
 
     Returns:
         The tiles; those that cannot be predicted carry their error.
@@ -180,10 +184,20 @@ def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
     """
     from landcover.checkpoint import load_checkpoint
     from landcover.config import config_from_dict
+    from landcover.inference.loader import checkpoint_pixel_size
+    from landcover.inference.resolution import checked_grid, resolve_resolution
 
     state = load_checkpoint(checkpoint)
     data = config_from_dict(state.config, source=f"{checkpoint}: config").data
-    entries = measure_tiles(resolve_tiles(inputs, data.image_suffix), len(data.bands))
+    resolved = resolve_resolution(
+        resolution, checkpoint_pixel_size(state.pixel_size_m), checkpoint, True
+    )
+
+    def check(src: Any, tile: str) -> None:
+        checked_grid(src, tile, resolved, data.patch_size)
+
+    tiles = resolve_tiles(inputs, data.image_suffix)
+    entries = measure_tiles(tiles, len(data.bands), check=check)
     errors = [e.error for e in entries if e.error]
     if len(errors) == len(entries):
         if len(errors) == 1:
@@ -223,7 +237,7 @@ def run_predict_job(
         outcome.raise_if_failed(job.fail_fast)
         return outcome
     setup_logging(DistEnv(), None)
-    spec.entries = measured_tiles(inputs, checkpoint)
+    spec.entries = measured_tiles(inputs, checkpoint, options.resolution)
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
         outcome = job_worker(spec)
@@ -250,7 +264,10 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
     found: tuple[list[TileEntry] | None, str | None] = (None, None)
     if env.is_main:
         try:
-            found = (spec.entries or measured_tiles(spec.inputs, spec.checkpoint), None)
+            entries = spec.entries or measured_tiles(
+                spec.inputs, spec.checkpoint, spec.options.resolution
+            )
+            found = (entries, None)
         except LandcoverError as exc:
             found = (None, str(exc))
     entries, error = jobcomm.broadcast(found, env)
