@@ -221,3 +221,80 @@ def test_absurd_resolution_is_refused(
     result = predict(checkpoint, out, tile, extra=("--resolution", resolution))
     assert_one_line_error(result, str(tile), factor, "--resolution")
     assert not list(out.glob("*_class.tif")) if out.exists() else True
+
+
+# --- 9: all-no-data input is named ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def empty_pairs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Two image/label pairs whose images are all no-data (every band 0, nodata 0)."""
+    folder = tmp_path_factory.mktemp("empty") / "data"
+    for i in range(2):
+        image = write_tile(
+            folder / f"e{i}_naip.tif", 64, 64, empty=True, corner=(400000 + 100 * i, 4300000)
+        )
+        write_label(folder / f"e{i}_lc.tif", image, seed=i)
+    return folder
+
+
+def warnings_naming(text: str, path: Path, words: str) -> list[str]:
+    return [ln for ln in text.splitlines() if str(path) in ln and words in ln]
+
+
+def test_all_nodata_predict_warns_naming_the_file(
+    checkpoint: Path, empty_pairs: Path, tmp_path: Path
+) -> None:
+    image = empty_pairs / "e0_naip.tif"
+    result = predict(checkpoint, tmp_path / "maps", image, extra=("--no-preview",))
+    assert result.returncode == 0, result.stderr
+    assert warnings_naming(result.stderr, image, "every pixel is no-data"), result.stderr
+
+
+def test_all_nodata_evaluate_warns_naming_the_file(
+    checkpoint: Path, empty_pairs: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        "evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--data",
+        str(empty_pairs),
+        "--out",
+        str(tmp_path / "eval"),
+        "--device",
+        "cpu",
+    )
+    assert result.returncode == 0, result.stderr
+    for i in range(2):
+        image = empty_pairs / f"e{i}_naip.tif"
+        assert warnings_naming(result.stderr, image, "every image pixel is no-data"), result.stderr
+
+
+def test_all_nodata_train_error_names_the_file(
+    empty_pairs: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        "train",
+        "--config",
+        str(tiny_config),
+        "--data",
+        str(empty_pairs),
+        "--out",
+        str(tmp_path / "run"),
+        "--epochs",
+        "1",
+        "--workers",
+        "1",
+    )
+    line = assert_one_line_error(result, "no-data")
+    assert "_naip.tif" in line and str(empty_pairs) in line, line
+
+
+def test_data_check_blames_the_all_nodata_image(empty_pairs: Path) -> None:
+    result = run_cli("data", "check", str(empty_pairs))
+    text = result.stdout + result.stderr
+    for i in range(2):
+        image, label = empty_pairs / f"e{i}_naip.tif", empty_pairs / f"e{i}_lc.tif"
+        assert warnings_naming(text, image, "all no-data"), text
+        assert not warnings_naming(text, label, "no-data"), text

@@ -345,6 +345,10 @@ def _check_pair(
                 f"(known codes: {known})",
             )
         )
+    elif masked is not None and masked.sum() == counts.sum():
+        problems.append(
+            Problem(image, "nodata", "no valid image pixel (the image is all no-data)", fatal=False)
+        )
     elif not any(
         mapping.lookup_table()[c] != IGNORE_INDEX
         for c in np.flatnonzero(counts if masked is None else counts - masked)

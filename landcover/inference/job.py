@@ -371,6 +371,11 @@ def _record(
     entry: TileEntry, index: int, ctx: _Context, status: str, found: _MapsFound, start: float
 ) -> TileRecord:
     grid, counts, outputs = found
+    if counts.valid == 0:
+        log.warning(
+            "%s: every pixel is no-data: its maps hold no class and it adds nothing to the totals",
+            entry.path,
+        )
     return TileRecord(
         entry.path,
         index,
