@@ -223,6 +223,28 @@ def test_absurd_resolution_is_refused(
     assert not list(out.glob("*_class.tif")) if out.exists() else True
 
 
+@pytest.mark.parametrize(
+    ("size", "pixel", "metres", "refused"),
+    [
+        (256, 0.6, 1.0, False),  # 0.6 m NAIP at 1 m: 154 px, under a patch, but only 1.7x
+        (2000, 0.1, 1.0, False),  # 10x smaller, still 200 px: more than a 64 px patch
+        (256, 0.1, 1.0, True),  # 10x smaller, 26 px: under a patch
+        (64, 1.0, 0.125, False),  # 8x larger: the limit
+        (64, 1.0, 0.1, True),  # 10x larger
+    ],
+)
+def test_resolution_limits(
+    tmp_path: Path, size: int, pixel: float, metres: float, refused: bool
+) -> None:
+    from landcover.data.resolution import resampled_grid, silly_resampling
+
+    tile = write_tile(tmp_path / "t_naip.tif", size, size, pixel=pixel)
+    with rasterio.open(tile) as ds:
+        grid = resampled_grid(ds, metres)
+        assert grid is not None
+        assert (silly_resampling(ds, grid, patch=64) is not None) == refused
+
+
 # --- 9: all-no-data input is named ------------------------------------------------------------
 
 
