@@ -177,8 +177,13 @@ def test_mixed_crs_job_counts_tiles_without_area_apart(checkpoint: Path, tmp_pat
     assert water_ha in last[-1], last[-1]
 
 
-def test_job_of_only_geographic_tiles_reports_no_hectares(checkpoint: Path, tmp_path: Path) -> None:
-    geo = write_tile(tmp_path / "in" / "geo_naip.tif", 64, 64, "EPSG:4326", 1e-5, (-76.5, 38.8))
+@pytest.mark.parametrize("crs", ["EPSG:4326", None])
+def test_job_without_projected_tiles_reports_no_hectares(
+    checkpoint: Path, tmp_path: Path, crs: str | None
+) -> None:
+    corner = (-76.5, 38.8) if crs else (0.0, 0.0)
+    pixel = 1e-5 if crs else 1.0
+    geo = write_tile(tmp_path / "in" / "geo_naip.tif", 64, 64, crs, pixel, corner)
     out = tmp_path / "maps"
     result = predict(checkpoint, out, geo, extra=("--no-preview",))
     assert result.returncode == 0, result.stderr
