@@ -340,6 +340,10 @@ def _check_pair(
     unknown = [c for c in present if c not in mapping.known_codes]
     if unknown:
         problems.append(Problem(label, "codes", mapping.unknown_codes_message(unknown)))
+    elif masked is not None and masked.sum() == counts.sum():
+        problems.append(
+            Problem(image, "nodata", "no valid image pixel (the image is all no-data)", fatal=False)
+        )
     elif not any(
         mapping.lookup_table()[c] != IGNORE_INDEX
         for c in np.flatnonzero(counts if masked is None else counts - masked)

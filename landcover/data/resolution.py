@@ -30,6 +30,10 @@ TOLERANCE = 0.01
 FAR_OFF = 2.0
 """A tile whose pixels are more than this factor off the training pixel size gets a warning."""
 
+MAX_FACTOR = 8.0
+"""The most a tile may be enlarged by resampling in either axis, and the most it may be shrunk
+when that leaves it smaller than one training patch (see :func:`silly_resampling`)."""
+
 NATIVE = "native"
 TRAIN = "train"
 
@@ -137,6 +141,51 @@ def resampled_grid(ds: Any, metres: float | None) -> tuple[Affine, int, int] | N
     height = max(1, round(ds.height * sides[1] / metres))
     transform = ds.transform * Affine.scale(ds.width / width, ds.height / height)
     return transform, width, height
+
+
+def resampling_factors(ds: Any, grid: tuple[Affine, int, int]) -> tuple[float, float]:
+    """How much a grid enlarges a raster: ``(columns, rows)`` of the grid over the raster's.
+
+    Args:
+        ds: An open dataset (anything with ``width`` and ``height``).
+        grid: ``(transform, width, height)`` of the resampled grid.
+
+    Returns:
+        ``(x, y)``: above 1 the grid has more pixels than the raster in that axis.
+    """
+    _, width, height = grid
+    return width / ds.width, height / ds.height
+
+
+def silly_resampling(ds: Any, grid: tuple[Affine, int, int], patch: int) -> str | None:
+    """Why resampling a raster onto a grid makes no sense, if it does not.
+
+    A resampling is refused when it enlarges the raster more than :data:`MAX_FACTOR` times
+    in either axis (the model would see blurred, blown-up pixels, and the work grows with the
+    square of the factor), or when it shrinks it more than :data:`MAX_FACTOR` times in an axis
+    and leaves it smaller than one training patch there (a handful of pixels: ``--resolution
+    1e6`` makes any tile 1 x 1 px). Shrinking by less, as 0.6 m NAIP predicted at 1 m, is fine
+    whatever the tile's size.
+
+    Args:
+        ds: An open dataset.
+        grid: ``(transform, width, height)`` of the resampled grid.
+        patch: The model's training patch size in pixels.
+
+    Returns:
+        ``None`` when it is sensible, else a few words naming the factor.
+    """
+    _, width, height = grid
+    fx, fy = resampling_factors(ds, grid)
+    for axis, factor, size in (("x", fx, width), ("y", fy, height)):
+        if factor > MAX_FACTOR:
+            return f"it enlarges it {factor:.3g}x in {axis}, more than {MAX_FACTOR:g}x"
+        if factor < 1 / MAX_FACTOR and size < patch:
+            return (
+                f"it shrinks it {1 / factor:.3g}x in {axis}, to fewer pixels than one "
+                f"{patch} px model patch"
+            )
+    return None
 
 
 @contextmanager

@@ -73,10 +73,15 @@ def tile_confusion(
     mapping = im.mapping
     k = mapping.num_classes
     total = torch.zeros((k, k), dtype=torch.int64)
+    image_valid = 0
     with open_raster(pair.image) as img, open_raster(pair.label) as lab:
         check_bands(img, pair.image, im.bands)
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
-        work = working_grid(img, pair.image, resolution) if resolution is not None else None
+        work = (
+            working_grid(img, pair.image, resolution, im.config.data.patch_size)
+            if resolution is not None
+            else None
+        )
         if work is None:
             strips = _class_strips(img, predictor)
         else:
@@ -99,16 +104,33 @@ def tile_confusion(
             if unknown:
                 raise DataError(f"{pair.label}: {mapping.unknown_codes_message(unknown)}")
             target = mapping.encode(codes)
-            target[classes == CLASS_NODATA] = IGNORE_INDEX
+            invalid = classes == CLASS_NODATA
             if has_nodata(img):
                 try:
-                    target[nodata_mask(img, window)] = IGNORE_INDEX
+                    invalid |= nodata_mask(img, window)
                 except RasterioError as exc:
                     raise DataError(
                         f"{pair.image}: corrupt or truncated GeoTIFF ({read_error(exc)})"
                     ) from None
+            target[invalid] = IGNORE_INDEX
+            image_valid += int(invalid.size - invalid.sum())
             total += confusion_matrix(torch.from_numpy(classes), torch.from_numpy(target), k)
+    _warn_if_empty(pair, image_valid, int(total.sum()))
     return total.numpy()
+
+
+def _warn_if_empty(pair: TilePair, image_valid: int, scored: int) -> None:
+    """Warns, naming the file, when a pair adds no pixel to the metrics."""
+    if image_valid == 0:
+        log.warning(
+            "%s: every image pixel is no-data: the tile adds nothing to the metrics", pair.image
+        )
+    elif scored == 0:
+        log.warning(
+            "%s: no labelled pixel where the image has data (all no-data): the tile adds "
+            "nothing to the metrics",
+            pair.label,
+        )
 
 
 def _rows_reader(ds: Any) -> Any:

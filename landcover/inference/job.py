@@ -66,7 +66,7 @@ from landcover.inference.outputs import (
 from landcover.inference.predict import PredictOptions, TileMapper
 from landcover.inference.records import ClassCounts, Grid, TileOutputs, TileRecord
 from landcover.inference.stac import write_item_collection
-from landcover.inference.summary import class_totals, write_summary
+from landcover.inference.summary import totals_line, write_summary
 from landcover.inference.tiles import TileEntry, measure_tiles, resolve_tiles
 from landcover.logs import setup_logging
 from landcover.parallel.env import DistEnv
@@ -166,12 +166,16 @@ class JobOutcome:
 # --- the launcher ---------------------------------------------------------------------------
 
 
-def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
+def measured_tiles(
+    inputs: list[str], checkpoint: str, resolution: str | float = "native"
+) -> list[TileEntry]:
     """Resolves and measures a job's tiles, largest first.
 
     Args:
         inputs: The ``landcover predict`` arguments.
-        checkpoint: The checkpoint (its bands and image suffix).
+        checkpoint: The checkpoint (its bands, image suffix, patch and pixel size).
+        resolution: ``--resolution``: a local tile it would resample absurdly is refused
+            here, before any work (see :mod:`landcover.inference.resolution`).
 
     Returns:
         The tiles; those that cannot be predicted carry their error.
@@ -182,10 +186,20 @@ def measured_tiles(inputs: list[str], checkpoint: str) -> list[TileEntry]:
     """
     from landcover.checkpoint import load_checkpoint
     from landcover.config import config_from_dict
+    from landcover.inference.loader import checkpoint_pixel_size
+    from landcover.inference.resolution import checked_grid, resolve_resolution
 
     state = load_checkpoint(checkpoint)
     data = config_from_dict(state.config, source=f"{checkpoint}: config").data
-    entries = measure_tiles(resolve_tiles(inputs, data.image_suffix), len(data.bands))
+    resolved = resolve_resolution(
+        resolution, checkpoint_pixel_size(state.pixel_size_m), checkpoint, True
+    )
+
+    def check(src: Any, tile: str) -> None:
+        checked_grid(src, tile, resolved, data.patch_size)
+
+    tiles = resolve_tiles(inputs, data.image_suffix)
+    entries = measure_tiles(tiles, len(data.bands), check=check)
     errors = [e.error for e in entries if e.error]
     if len(errors) == len(entries):
         if len(errors) == 1:
@@ -226,7 +240,7 @@ def run_predict_job(
         return outcome
     setup_logging(DistEnv(), None)
     check_output_folder(options.out)
-    spec.entries = measured_tiles(inputs, checkpoint)
+    spec.entries = measured_tiles(inputs, checkpoint, options.resolution)
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
         outcome = job_worker(spec)
@@ -253,7 +267,10 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
     found: tuple[list[TileEntry] | None, str | None] = (None, None)
     if env.is_main:
         try:
-            found = (spec.entries or measured_tiles(spec.inputs, spec.checkpoint), None)
+            entries = spec.entries or measured_tiles(
+                spec.inputs, spec.checkpoint, spec.options.resolution
+            )
+            found = (entries, None)
         except LandcoverError as exc:
             found = (None, str(exc))
     entries, error = jobcomm.broadcast(found, env)
@@ -306,7 +323,9 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     except Exception:  # an unreadable input: predicting it reports why
         return None
     num_classes = ctx.im.mapping.num_classes
-    reason = incomplete_reason(grid, outputs, ctx.fingerprint.digest, num_classes)
+    reason = incomplete_reason(
+        grid, outputs, ctx.fingerprint.digest, num_classes, ctx.options.prob_dtype
+    )
     if reason is not None:
         if not reason.endswith(": missing"):
             log.info("%s: predicting it again (%s)", entry.path, reason)
@@ -355,6 +374,11 @@ def _record(
     entry: TileEntry, index: int, ctx: _Context, status: str, found: _MapsFound, start: float
 ) -> TileRecord:
     grid, counts, outputs = found
+    if counts.valid == 0:
+        log.warning(
+            "%s: every pixel is no-data: its maps hold no class and it adds nothing to the totals",
+            entry.path,
+        )
     return TileRecord(
         entry.path,
         index,
@@ -471,10 +495,7 @@ def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> Jo
         log.info("wrote %s", ", ".join(storage.name(f) for f in files))
     except LandcoverError as exc:
         error = f"the job's summary could not be written: {exc}"
-    hectares = ", ".join(
-        f"{t.name} {t.hectares:,.1f} ha ({100 * t.fraction:.1f} %)"
-        for t in class_totals(records, ctx.im.mapping)
-    )
+    hectares = totals_line(records, ctx.im.mapping)
     log.info(
         "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
         len(records),

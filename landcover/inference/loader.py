@@ -111,11 +111,11 @@ def load_inference_model(
         autocast_dtype=choose_precision(torch_device, config.run.bf16).autocast_dtype,
         checkpoint=str(checkpoint),
         epoch=state.epoch,
-        pixel_size_m=_pixel_size(state.pixel_size_m),
+        pixel_size_m=checkpoint_pixel_size(state.pixel_size_m),
     )
 
 
-def _pixel_size(value: object) -> float | None:
+def checkpoint_pixel_size(value: object) -> float | None:
     """The checkpoint's training pixel size, ``None`` when absent or not a positive number."""
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)

@@ -7,9 +7,10 @@ augmentation and resolution where predict offers them), written into both maps' 
 (``LANDCOVER_FINGERPRINT``). A tile is complete, and skipped on a rerun, when
 
 - its class and probability maps open, are Cloud Optimized GeoTIFFs as GDAL's COG driver
-  writes them (``LAYOUT=COG``, tiled, internal overviews when larger than one block) whose
-  last block can be read (a truncated copy cannot);
-- they lie on exactly the input's grid (CRS, transform, size) with the right bands;
+  writes them (``LAYOUT=COG`` as GDAL reports it, 256 px blocks, internal overviews when
+  larger than one block) whose last block can be read (a truncated copy cannot);
+- they lie on exactly the input's grid (CRS, transform, size) with the right bands and data
+  type;
 - they carry this job's fingerprint; and
 - the preview exists, when the job writes previews.
 
@@ -173,19 +174,26 @@ def open_dataset(url: str) -> Iterator[rasterio.io.DatasetReader]:
 
 
 def _map_problem(
-    ds: rasterio.io.DatasetReader, grid: Grid, bands: int, fingerprint: str
+    ds: rasterio.io.DatasetReader, grid: Grid, bands: int, fingerprint: str, dtype: str | None
 ) -> str | None:
-    """Why an open map is not a complete output for this grid and fingerprint, if it is not."""
+    """Why an open map is not a complete output for this grid and fingerprint, if it is not.
+
+    Everything is read from the file as GDAL reports it: the layout (``LAYOUT=COG``), the
+    block shapes, the overviews, the grid, bands and data type. (rasterio's
+    ``profile['tiled']`` is no guide: it is ``False`` for a tiled map exactly one block wide.)
+    """
     if ds.driver != "GTiff" or ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") != "COG":
         return "not a Cloud Optimized GeoTIFF"
-    if not ds.profile.get("tiled"):
-        return "not tiled"
+    if any(shape != (COG_BLOCK, COG_BLOCK) for shape in ds.block_shapes):
+        return f"not in {COG_BLOCK} x {COG_BLOCK} px blocks"
     if max(ds.width, ds.height) > COG_BLOCK and not ds.overviews(1):
         return "has no overviews"
     if Grid.of(ds) != grid:
         return "not on the input's grid"
     if ds.count != bands:
         return f"has {ds.count} bands, not {bands}"
+    if dtype is not None and any(d != dtype for d in ds.dtypes):
+        return f"is {ds.dtypes[0]}, not {dtype}"
     if ds.tags().get(FINGERPRINT_TAG) != fingerprint:
         return "made by another model or with other options"
     height, width = ds.block_shapes[0]
@@ -207,7 +215,11 @@ def read_grid(tile: str) -> Grid:
 
 
 def incomplete_reason(
-    grid: Grid, outputs: TileOutputs, fingerprint: str, num_classes: int
+    grid: Grid,
+    outputs: TileOutputs,
+    fingerprint: str,
+    num_classes: int,
+    prob_dtype: str | None = None,
 ) -> str | None:
     """Why a tile's outputs are not complete, or ``None`` when they are (see the module).
 
@@ -216,19 +228,20 @@ def incomplete_reason(
         outputs: Where its outputs are.
         fingerprint: This job's fingerprint digest.
         num_classes: Bands of the probability map.
+        prob_dtype: Data type of the probability map (``None``: not checked).
 
     Returns:
         ``None`` when complete, else a short reason (``class map: missing``, ...).
     """
-    for what, url, bands in (
-        ("class map", outputs.class_map, 1),
-        ("probability map", outputs.prob_map, num_classes),
+    for what, url, bands, dtype in (
+        ("class map", outputs.class_map, 1, "uint8"),
+        ("probability map", outputs.prob_map, num_classes, prob_dtype),
     ):
         if not storage.is_remote(url) and not os.path.isfile(storage.parse(url).path):
             return f"{what}: missing"
         try:
             with open_dataset(url) as ds:
-                problem = _map_problem(ds, grid, bands, fingerprint)
+                problem = _map_problem(ds, grid, bands, fingerprint, dtype)
         except FileNotFoundError:
             problem = "missing"
         except Exception as exc:  # any failure to open or read means: not complete

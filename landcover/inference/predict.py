@@ -224,7 +224,7 @@ class TileMapper:
             check_bands(src, tile, im.bands)
             height, width = src.height, src.width
             grid = Grid.of(src)
-            work = working_grid(src, tile, self.resolution)
+            work = working_grid(src, tile, self.resolution, im.config.data.patch_size)
             log.info(
                 "%s: %d x %d px, %.2f m pixels, %s%s",
                 tile,

@@ -14,10 +14,33 @@ from landcover.data.raster import nodata_mask
 from landcover.fileio import atomic_write_bytes
 from landcover.inference.writers import CLASS_NODATA
 
+MAX_PREVIEW_PX = 2000
+"""Longest side of a preview PNG in pixels, whatever the tile's shape (a thin strip too)."""
+DPI = 100
+FIGURE_WIDTH_IN = 14.0
+"""Width of a preview (two panels side by side) in inches, at :data:`DPI`."""
+
 
 def _shape(height: int, width: int, max_side: int) -> tuple[int, int]:
     scale = min(1.0, max_side / max(height, width))
     return max(1, round(height * scale)), max(1, round(width * scale))
+
+
+def figure_size(height: int, width: int) -> tuple[float, float]:
+    """The preview figure's ``(width, height)`` in inches for a tile of ``height x width`` px.
+
+    Two panels of the tile's aspect side by side plus a legend strip; a tall thin tile gets a
+    figure no taller than :data:`MAX_PREVIEW_PX` (the panels keep the tile's aspect inside).
+
+    Args:
+        height: The tile's rows.
+        width: The tile's columns.
+
+    Returns:
+        Inches; times :data:`DPI`, neither side exceeds :data:`MAX_PREVIEW_PX`.
+    """
+    tall = 7.5 * height / max(width, 1) + 1
+    return FIGURE_WIDTH_IN, min(tall, MAX_PREVIEW_PX / DPI)
 
 
 def stretch_rgb(rgb: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
@@ -65,7 +88,8 @@ def write_preview(
 ) -> None:
     """Writes a PNG of the imagery (true colour) beside the class map, with a legend.
 
-    Large tiles are read decimated (overviews or on-the-fly averaging), so memory stays small.
+    Large tiles are read decimated (overviews or on-the-fly averaging), so memory stays small,
+    and the PNG is at most :data:`MAX_PREVIEW_PX` on its longest side (aspect kept).
 
     Args:
         image_path: The input imagery (bands 1-3 are R, G, B).
@@ -86,7 +110,7 @@ def write_preview(
         valid = ~nodata_mask(src, out_shape=(h, w))
     with rasterio.open(class_path) as cls:
         classes = cls.read(1, out_shape=(h, w), resampling=Resampling.nearest)
-    fig, axes = plt.subplots(1, 2, figsize=(14, 7.5 * h / max(w, 1) + 1))
+    fig, axes = plt.subplots(1, 2, figsize=figure_size(h, w))
     axes[0].imshow(stretch_rgb(rgb, valid))
     axes[0].set_title(f"{Path(image_path).name} (true colour)")
     axes[1].imshow(colorize(classes, mapping), interpolation="nearest")
@@ -97,6 +121,6 @@ def write_preview(
     fig.legend(handles=handles, loc="lower center", ncol=len(handles), frameon=False)
     fig.tight_layout(rect=(0, 0.06, 1, 1))
     buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
+    fig.savefig(buffer, format="png", dpi=DPI)
     plt.close(fig)
     atomic_write_bytes(out, buffer.getvalue())

@@ -8,7 +8,10 @@ onto the tile's own grid (:func:`maps_onto_grid`): the class map by nearest neig
 probabilities bilinear. So the outputs always lie on exactly the input's grid.
 
 Checkpoints written before the training pixel size was recorded treat ``train`` as
-``native`` (said once).
+``native`` (said once). A resolution that would enlarge a tile more than 8x, or shrink it more
+than 8x to fewer pixels than one training patch, is refused naming the tile and the factor
+(:func:`~landcover.data.resolution.silly_resampling`); a predict job checks every local tile
+before it starts.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from landcover.data.resolution import (
     parse_resolution,
     pixel_size_m,
     resampled_grid,
+    silly_resampling,
 )
 from landcover.errors import DataError
 
@@ -102,27 +106,68 @@ def resolve_resolution(
     return Resolution(choice, float(choice), train_m)
 
 
-def working_grid(src: Any, tile: str, resolution: Resolution) -> Any:
+def checked_grid(src: Any, tile: str, resolution: Resolution, patch: int | None = None) -> Any:
+    """The grid a tile is predicted on, refusing a resolution that makes no sense for it.
+
+    Args:
+        src: The open tile.
+        tile: Its path, for messages.
+        resolution: The resolved ``--resolution``.
+        patch: The model's training patch size (``None``: only enlargements are checked).
+
+    Returns:
+        ``(transform, width, height)``, or ``None`` to predict on the tile's own grid.
+
+    Raises:
+        DataError: If a pixel size in metres is asked for but the tile's CRS gives none, or
+            the resampling would enlarge or shrink the tile absurdly.
+    """
+    if pixel_size_m(src) is None:
+        if resolution.metres is not None and resolution.choice != TRAIN:
+            raise DataError(
+                f"{tile}: --resolution {resolution.choice:g} needs pixel sizes in metres, but "
+                f"the tile's CRS ({src.crs}) gives none; use --resolution native"
+            )
+        return None
+    grid = resampled_grid(src, resolution.metres)
+    if grid is None:
+        return None
+    problem = silly_resampling(src, grid, patch if patch is not None else 0)
+    if problem:
+        raise DataError(
+            f"{tile}: --resolution {_choice_text(resolution)} refused: predicting its "
+            f"{src.width} x {src.height} px ({pixel_size_m(src):.3g} m pixels) at "
+            f"{grid[1]} x {grid[2]} px, {problem}; use --resolution native or a pixel size "
+            "nearer the tile's"
+        )
+    return grid
+
+
+def _choice_text(resolution: Resolution) -> str:
+    if resolution.choice == TRAIN:
+        return f"train ({resolution.metres:g} m)"
+    return f"{resolution.choice:g}" if isinstance(resolution.choice, float) else resolution.choice
+
+
+def working_grid(src: Any, tile: str, resolution: Resolution, patch: int | None = None) -> Any:
     """The grid a tile is predicted on, with a warning when the tile is far off the training size.
 
     Args:
         src: The open tile.
         tile: Its path, for messages.
         resolution: The resolved ``--resolution``.
+        patch: The model's training patch size (see :func:`checked_grid`).
 
     Returns:
         ``(transform, width, height)``, or ``None`` to predict on the tile's own grid.
 
     Raises:
-        DataError: If a pixel size in metres is asked for but the tile's CRS gives no metres.
+        DataError: If a pixel size in metres is asked for but the tile's CRS gives no metres,
+            or the resolution is refused for this tile (see :func:`checked_grid`).
     """
+    grid = checked_grid(src, tile, resolution, patch)
     size = pixel_size_m(src)
     if size is None:
-        if resolution.metres is not None and resolution.choice != TRAIN:
-            raise DataError(
-                f"{tile}: --resolution {resolution.choice:g} needs pixel sizes in metres, but "
-                f"the tile's CRS ({src.crs}) gives none; use --resolution native"
-            )
         if resolution.metres is not None:
             log.warning(
                 "%s: CRS %s gives no pixel size in metres: predicted at its native grid",
@@ -140,7 +185,7 @@ def working_grid(src: Any, tile: str, resolution: Resolution) -> Any:
             resolution.train_m,
             resolution.describe(),
         )
-    return resampled_grid(src, resolution.metres)
+    return grid
 
 
 def maps_onto_grid(

@@ -3,8 +3,12 @@
 Per tile: status, worker rank, seconds, megapixels, grid, and per class its share of the
 tile's valid pixels and its area in hectares (pixel count x pixel area; the pixel area comes
 from the transform, in the CRS's linear unit converted to metres). Per class over the whole
-job: pixels, share and hectares, summed over the tiles with maps. Tiles in a geographic CRS
-(pixels in degrees) have no fixed pixel area: their hectares are left empty, with a warning.
+job: pixels and share summed over the tiles with maps, and hectares summed over the tiles
+whose CRS is projected with a linear unit (metres, feet). Tiles in a geographic CRS (pixels in
+degrees) or with no CRS have no fixed pixel area: their hectares are left empty, with a
+warning, and they are counted apart (:class:`AreaCoverage`): ``summary.json`` (``area``),
+``classes.csv`` (``pixels_without_area``, ``tiles_without_area``) and the job's last line say
+how many tiles and pixels the hectares leave out.
 Neighbouring NAIP tiles overlap by a few hundred metres, and the job's totals sum tiles as
 they are, so the overlaps count twice.
 """
@@ -34,18 +38,71 @@ class ClassTotal:
         name: The class name.
         pixels: Pixels of the class.
         fraction: Its share of all valid pixels.
-        hectares: Its area (over the tiles whose pixel area is known).
+        hectares: Its area over the tiles whose pixel area is known (``None`` when no tile
+            with maps has one).
+        pixels_without_area: Its pixels in tiles with no pixel area (left out of hectares).
     """
 
     value: int
     name: str
     pixels: int
     fraction: float
-    hectares: float
+    hectares: float | None
+    pixels_without_area: int = 0
+
+
+@dataclass(frozen=True)
+class AreaCoverage:
+    """Which of a job's mapped tiles its hectares cover.
+
+    Attributes:
+        tiles_with_area: Tiles with maps and a pixel area (a projected CRS in metres or feet).
+        tiles_without_area: Tiles with maps but no pixel area (geographic CRS, or none).
+        pixels_without_area: Valid (classified) pixels of the tiles without area.
+        tiles: The tiles without area.
+    """
+
+    tiles_with_area: int
+    tiles_without_area: int
+    pixels_without_area: int
+    tiles: list[str]
+
+    def describe(self) -> str:
+        """A few words for the job's last line ('' when every mapped tile has an area)."""
+        if not self.tiles_without_area:
+            return ""
+        n = self.tiles_without_area
+        return (
+            f"{n} tile{'s' if n != 1 else ''} ({self.pixels_without_area:,} pixels) "
+            f"{'have' if n != 1 else 'has'} no area (geographic CRS or none) and "
+            f"{'are' if n != 1 else 'is'} left out of the hectares"
+        )
+
+
+def area_coverage(records: list[TileRecord]) -> AreaCoverage:
+    """Counts the mapped tiles with and without a pixel area.
+
+    Args:
+        records: The job's records.
+
+    Returns:
+        The coverage of the job's hectares.
+    """
+    mapped = [r for r in records if r.counts is not None]
+    without = [r for r in mapped if r.pixel_area_m2 is None]
+    return AreaCoverage(
+        tiles_with_area=len(mapped) - len(without),
+        tiles_without_area=len(without),
+        pixels_without_area=sum(r.counts.valid for r in without if r.counts is not None),
+        tiles=[r.tile for r in without],
+    )
 
 
 def class_totals(records: list[TileRecord], mapping: ClassMapping) -> list[ClassTotal]:
     """Pixels, shares and hectares per class over the tiles with maps.
+
+    Hectares sum only the tiles with a pixel area; the pixels of the others are counted
+    apart (``pixels_without_area``).
 
     Args:
         records: The job's records.
@@ -54,20 +111,55 @@ def class_totals(records: list[TileRecord], mapping: ClassMapping) -> list[Class
     Returns:
         One total per class, in class order.
     """
-    pixels = [0] * mapping.num_classes
-    hectares = [0.0] * mapping.num_classes
+    k = mapping.num_classes
+    pixels, apart, hectares = [0] * k, [0] * k, [0.0] * k
+    any_area = False
     for record in records:
         if record.counts is None:
             continue
         for i, n in enumerate(record.counts.pixels):
             pixels[i] += n
-        for i, ha in enumerate(record.hectares() or []):
+        tile_hectares = record.hectares()
+        if tile_hectares is None:
+            for i, n in enumerate(record.counts.pixels):
+                apart[i] += n
+            continue
+        any_area = True
+        for i, ha in enumerate(tile_hectares):
             hectares[i] += ha
     valid = sum(pixels)
     return [
-        ClassTotal(i, name, pixels[i], pixels[i] / valid if valid else 0.0, hectares[i])
+        ClassTotal(
+            i,
+            name,
+            pixels[i],
+            pixels[i] / valid if valid else 0.0,
+            hectares[i] if any_area else None,
+            apart[i],
+        )
         for i, name in enumerate(mapping.names)
     ]
+
+
+def totals_line(records: list[TileRecord], mapping: ClassMapping) -> str:
+    """The classes over the whole job, for its last line: hectares, shares, tiles without area.
+
+    Args:
+        records: The job's records.
+        mapping: The classes.
+
+    Returns:
+        ``water 1.2 ha (3.4 %), ...``, followed by what the hectares leave out, if anything.
+    """
+    coverage = area_coverage(records)
+    parts = []
+    for t in class_totals(records, mapping):
+        area = "no ha" if t.hectares is None else f"{t.hectares:,.1f} ha"
+        parts.append(f"{t.name} {area} ({100 * t.fraction:.1f} %)")
+    line = ", ".join(parts)
+    if coverage.tiles_without_area:
+        line += f"; {coverage.describe()}"
+    return line
 
 
 def _crs_text(record: TileRecord) -> str:
@@ -126,7 +218,8 @@ def summary_document(
         job: What the job was (checkpoint, fingerprint, options, workers, times).
 
     Returns:
-        ``{"job", "tiles_by_status", "classes", "tiles"}`` as JSON-safe data.
+        ``{"job", "tiles_by_status", "classes", "area", "tiles"}`` as JSON-safe data
+        (``area``: the :class:`AreaCoverage` of the hectares).
     """
     statuses = ("done", "skipped", "failed", "not_run")
     tiles = []
@@ -140,6 +233,7 @@ def summary_document(
         "job": job,
         "tiles_by_status": {s: sum(r.status == s for r in records) for s in statuses},
         "classes": [asdict(t) for t in class_totals(records, mapping)],
+        "area": asdict(area_coverage(records)),
         "tiles": tiles,
     }
 
@@ -168,13 +262,16 @@ def write_summary(
     storage.write_text(path, json.dumps(document, indent=1))
     written.append(path)
     path = storage.join(out, "classes.csv")
+    without_area = area_coverage(records).tiles_without_area
     rows = [
         {
             "value": t.value,
             "class": t.name,
             "pixels": t.pixels,
             "fraction": round(t.fraction, 6),
-            "hectares": round(t.hectares, 4),
+            "hectares": "" if t.hectares is None else round(t.hectares, 4),
+            "pixels_without_area": t.pixels_without_area,
+            "tiles_without_area": without_area,
         }
         for t in class_totals(records, mapping)
     ]

@@ -24,8 +24,10 @@ import glob as globlib
 import io
 import os
 import posixpath
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 from landcover import storage
 from landcover.data.pairs import resolve_entry
@@ -182,7 +184,11 @@ def _is_folder(path: str) -> bool:
     return os.path.isdir(storage.parse(path).path)
 
 
-def _measure(tile: str, bands: int) -> TileEntry:
+TileCheck = Callable[[Any, str], None]
+"""A further check of an open local tile (``(dataset, path)``); raises a LandcoverError."""
+
+
+def _measure(tile: str, bands: int, check: TileCheck | None = None) -> TileEntry:
     from landcover.inference.predict import check_bands
 
     try:
@@ -193,12 +199,16 @@ def _measure(tile: str, bands: int) -> TileEntry:
                 return TileEntry(tile, 0, f"{tile}: file not found")
         with open_raster(tile) as src:
             check_bands(src, tile, bands)
+            if check is not None:
+                check(src, tile)
             return TileEntry(tile, src.width * src.height)
     except LandcoverError as exc:
         return TileEntry(tile, 0, str(exc))
 
 
-def measure_tiles(tiles: list[str], bands: int, concurrency: int = 16) -> list[TileEntry]:
+def measure_tiles(
+    tiles: list[str], bands: int, concurrency: int = 16, check: TileCheck | None = None
+) -> list[TileEntry]:
     """Measures every tile and orders them largest first.
 
     Local files: the header is read (pixel count; band count and dtype checked against the
@@ -209,6 +219,8 @@ def measure_tiles(tiles: list[str], bands: int, concurrency: int = 16) -> list[T
         tiles: The tiles.
         bands: Bands the model expects.
         concurrency: Headers or sizes read at once.
+        check: A further check of each local tile's header (``--resolution``'s, say); what
+            it raises becomes the tile's error.
 
     Returns:
         One entry per tile, largest first (ties by path); tiles that cannot be predicted
@@ -217,5 +229,5 @@ def measure_tiles(tiles: list[str], bands: int, concurrency: int = 16) -> list[T
     if not tiles:
         return []
     with ThreadPoolExecutor(max_workers=min(concurrency, len(tiles))) as pool:
-        entries = list(pool.map(lambda t: _measure(t, bands), tiles))
+        entries = list(pool.map(lambda t: _measure(t, bands, check), tiles))
     return sorted(entries, key=lambda e: (e.error is not None, -e.cost, e.path))

@@ -15,7 +15,7 @@ from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, config_from_dict
 from landcover.data.memory import load_tiles, training_pixel_size
 from landcover.data.normalize import BandNormalizer
-from landcover.data.pairs import split_pairs
+from landcover.data.pairs import TilePair, split_pairs
 from landcover.data.raster import TileArrays
 from landcover.data.sample import data_root
 from landcover.data.sampler import PatchSampler
@@ -28,6 +28,33 @@ from landcover.training.checkpoint import find_resume_checkpoint
 from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
+
+LISTED = 3
+"""Files named in a message about many (the rest are counted)."""
+
+
+def empty_images(tiles: list[TileArrays], pairs: list[TilePair]) -> list[str]:
+    """The image files of the tiles whose every image pixel is no-data.
+
+    Args:
+        tiles: Loaded tiles.
+        pairs: The pairs they were loaded from (their names give the image files).
+
+    Returns:
+        The image paths (or tile names when a pair is not found), in the tiles' order.
+    """
+    images = {pair.name: pair.image for pair in pairs}
+    return [
+        images.get(tile.name, tile.name)
+        for tile in tiles
+        if tile.nodata is not None and bool(tile.nodata.all())
+    ]
+
+
+def _listed(paths: list[str]) -> str:
+    named = ", ".join(paths[:LISTED])
+    rest = len(paths) - LISTED
+    return f"{named} and {rest} more" if rest > 0 else named
 
 
 @dataclass
@@ -119,7 +146,14 @@ def load_worker_data(
         val_report.megabytes,
         val_report.seconds,
     )
-    resume = _resolve_data_stats(config, env, folder, tiles, len(train_pairs), device)
+    empty = empty_images(tiles, mine)
+    for image in empty:
+        log.warning("%s: every image pixel is no-data: the tile adds nothing to training", image)
+    resume = _resolve_data_stats(config, env, folder, tiles, len(train_pairs), device, empty)
+    if tiles and len(empty) == len(tiles):
+        raise DataError(
+            f"rank {env.rank}: every image pixel is no-data in its training tiles: {_listed(empty)}"
+        )
     try:
         sampler = PatchSampler(
             tiles,
@@ -143,10 +177,12 @@ def _resolve_data_stats(
     tiles: list[TileArrays],
     n_train: int,
     device: torch.device,
+    empty: list[str],
 ) -> tuple[str, Checkpoint] | None:
     """Replaces ``auto`` band statistics and class weights by numbers.
 
     A resumed run takes them from its checkpoint, which is returned for the resume.
+    ``empty`` (this worker's all-no-data images) is named when no tile has a valid pixel.
     """
     previous, source, resume = None, "checkpoint", None
     if needs_resolving(config):
@@ -158,7 +194,15 @@ def _resolve_data_stats(
     reduce_device = device if device.type == "cuda" else torch.device("cpu")
 
     def measure() -> DataStats:
-        return measure_shares(tiles, env.rank, env.world_size, n_train, config, reduce_device)
+        stats = measure_shares(tiles, env.rank, env.world_size, n_train, config, reduce_device)
+        if stats.valid_pixels == 0:  # the same on every worker: the statistics are reduced
+            files = f": {_listed(empty)}" if empty else ""
+            tiles_text = f"{n_train} training tile{'s' if n_train != 1 else ''}"
+            raise DataError(
+                f"no valid image pixel to measure band statistics on in the {tiles_text} "
+                f"(every pixel is no-data){files}"
+            )
+        return stats
 
     for line in resolve_auto(config, measure, previous, source):
         log.info("%s", line)
