@@ -14,6 +14,7 @@ import pytest
 from azurite import ACCOUNT_KEY, Azurite, apply_env
 
 from landcover.errors import LandcoverError
+from landcover.redaction import redact
 from landcover.storage import (
     HOW_TO_SET,
     CredentialsError,
@@ -38,7 +39,6 @@ from landcover.storage import (
     upload_file,
     write_bytes,
 )
-from landcover.storage.credentials import redact
 from landcover.storage.retry import RetryPolicy
 
 CREDENTIAL_NAMES = (

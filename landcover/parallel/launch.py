@@ -29,10 +29,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
-from landcover import redaction
 from landcover.config import RunConfig
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, PeerFailureError
+from landcover.redaction import install as install_redaction
 from landcover.redaction import redact
 
 ERROR_DIR_ENV = "LANDCOVER_ERROR_DIR"
@@ -102,7 +102,7 @@ def _report_and_exit(exc: LandcoverError) -> NoReturn:
 def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
     """Runs ``fn`` in a worker; a LandcoverError is reported to the launcher, exit non-zero."""
     set_parent_death_signal()
-    redaction.install()
+    install_redaction()
     try:
         return fn(*args)
     except LandcoverError as exc:

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from landcover import redaction
 from landcover.storage.errors import CredentialsError
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -281,16 +280,3 @@ def azure_auth(account: str | None = None, env: Mapping[str, str] | None = None)
         )
     check_endpoint(auth.endpoint, auth.source)
     return auth
-
-
-def redact(text: str, env: Mapping[str, str] | None = None) -> str:
-    """Removes credentials from a message; see :func:`landcover.redaction.redact`.
-
-    Args:
-        text: A message, e.g. an exception's text.
-        env: The environment whose secrets to remove (default: ``os.environ``).
-
-    Returns:
-        The message with every secret replaced by ``***``.
-    """
-    return redaction.redact(text, env)

@@ -32,7 +32,8 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from landcover.errors import LandcoverError
-from landcover.storage.credentials import how_to_set, redact
+from landcover.redaction import redact
+from landcover.storage.credentials import how_to_set
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
 
 log = logging.getLogger("landcover")
