@@ -184,6 +184,18 @@ def trained_run(
 
 
 @pytest.fixture(scope="session")
+def quick_checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Path:
+    """A checkpoint of one short epoch, for tests that need a valid model, not a good one."""
+    run = tmp_path_factory.mktemp("quick") / "run"
+    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--samples-per-epoch", "32")
+    result = run_cli(*args, "--workers", "1", timeout=600)
+    assert result.returncode == 0, result.stderr
+    return run / "checkpoints" / "last.pt"
+
+
+@pytest.fixture(scope="session")
 def checkpoint(trained_run: Path) -> Path:
     """The tiny trained model's last checkpoint."""
     return trained_run / "checkpoints" / "last.pt"

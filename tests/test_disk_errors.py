@@ -114,16 +114,10 @@ def assert_no_partial_file(folder: Path) -> None:
                 json.loads(line)
 
 
-@pytest.fixture(scope="module")
-def checkpoint(
-    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """A tiny model trained for one short epoch: these tests need maps, not good ones."""
-    run = tmp_path_factory.mktemp("quick") / "run"
-    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--samples-per-epoch", "8")
-    result = run_cli(*args, "--workers", "1")
-    assert result.returncode == 0, result.stderr
-    return run / "checkpoints" / "last.pt"
+@pytest.fixture
+def checkpoint(quick_checkpoint: Path) -> Path:
+    """These tests need maps, not good ones: conftest's one-epoch checkpoint."""
+    return quick_checkpoint
 
 
 @pytest.fixture(scope="module")

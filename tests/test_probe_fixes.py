@@ -20,30 +20,16 @@ from PIL import Image
 
 from landcover.classes import resolve_mapping
 
-from conftest import assert_one_line_error, run_cli, train_args
+from conftest import assert_one_line_error, run_cli
 
 NAMES = resolve_mapping("chesapeake7").names
 UTM = "EPSG:26918"
 
 
-@pytest.fixture(scope="module")
-def checkpoint(
-    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """A tiny model trained one short epoch on the tiny data (cheaper than conftest's)."""
-    run = tmp_path_factory.mktemp("probe-run") / "run"
-    result = run_cli(
-        *train_args(tiny_config, tiny_data, run),
-        "--epochs",
-        "1",
-        "--samples-per-epoch",
-        "32",
-        "--workers",
-        "1",
-        timeout=600,
-    )
-    assert result.returncode == 0, result.stderr
-    return run / "checkpoints" / "last.pt"
+@pytest.fixture
+def checkpoint(quick_checkpoint: Path) -> Path:
+    """These tests need maps, not good ones: conftest's one-epoch checkpoint."""
+    return quick_checkpoint
 
 
 def write_tile(

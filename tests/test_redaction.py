@@ -31,18 +31,6 @@ CLIENT_SECRET = "CLIENTSECRETVALUE0123"
 URL_SIG = "URLSIGSECRET0123"
 
 
-@pytest.fixture(scope="module")
-def quick_checkpoint(
-    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
-    """A checkpoint of one short epoch: these tests need a valid one, not a good one."""
-    run = tmp_path_factory.mktemp("quick") / "run"
-    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--samples-per-epoch", "8")
-    result = run_cli(*args, "--workers", "1")
-    assert result.returncode == 0, result.stderr
-    return run / "checkpoints" / "last.pt"
-
-
 def _refused_endpoint() -> str:
     return f"http://127.0.0.1:{free_port()}/bogusacct"
 
