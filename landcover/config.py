@@ -238,26 +238,67 @@ class ModelConfig(_Section):
         return self
 
 
+LOSS_TERMS = ("ce_weight", "dice_weight", "focal_weight", "lovasz_weight", "tversky_weight")
+"""The weights of ``optim.loss``'s terms."""
+
+
+ClassWeightScheme = Literal["median_frequency", "inverse_sqrt"]
+"""How ``optim.loss.class_weights: auto`` turns class frequencies into weights."""
+
+
 class LossConfig(_Section):
-    """The training loss: cross-entropy (no-data ignored) plus an optional Dice term.
+    """The training loss: a weighted sum of terms that all ignore no-data pixels.
+
+    The terms are cross-entropy and, from ``segmentation_models_pytorch.losses``, Dice, focal,
+    Lovasz-softmax and Tversky (see :class:`landcover.training.losses.SegmentationLoss`); a
+    weight of 0 leaves a term out.
 
     Attributes:
         ce_weight: Weight of the cross-entropy term.
         dice_weight: Weight of the multi-class Dice term (0 disables it).
-        class_weights: Optional per-class cross-entropy weights, or ``auto``: median-frequency
-            balancing of the training data's class frequencies (see
-            :func:`landcover.training.losses.median_frequency_weights`), resolved to numbers
+        focal_weight: Weight of the focal term (smp's multi-class focal loss: one-vs-rest,
+            averaged over the classes; 0 disables it).
+        focal_gamma: Focusing exponent of the focal term (0 gives one-vs-rest BCE).
+        lovasz_weight: Weight of the Lovasz-softmax term, a surrogate of the IoU of the
+            classes present in the batch (0 disables it).
+        tversky_weight: Weight of the Tversky term (0 disables it).
+        tversky_alpha: Tversky's weight of false positives.
+        tversky_beta: Tversky's weight of false negatives (``beta > alpha`` favours recall,
+            what a rare class needs; ``alpha = beta = 0.5`` is Dice).
+        class_weights: Optional per-class weights of the cross-entropy and focal terms, or
+            ``auto``: derived from the training data's class frequencies by
+            ``class_weight_scheme`` (see :func:`landcover.training.losses.frequency_weights`)
+            and clipped to ``[1 / class_weight_cap, class_weight_cap]``, resolved to numbers
             when training starts.
+        class_weight_scheme: ``median_frequency`` (``median(f) / f_c``, Eigen & Fergus 2015)
+            or ``inverse_sqrt`` (``sqrt(median(f) / f_c)``, milder).
+        class_weight_cap: Largest weight ``auto`` gives a class (the smallest is its inverse).
     """
 
     ce_weight: float = Field(1.0, ge=0.0)
     dice_weight: float = Field(0.0, ge=0.0)
+    focal_weight: float = Field(0.0, ge=0.0)
+    focal_gamma: float = Field(2.0, ge=0.0)
+    lovasz_weight: float = Field(0.0, ge=0.0)
+    tversky_weight: float = Field(0.0, ge=0.0)
+    tversky_alpha: float = Field(0.3, ge=0.0)
+    tversky_beta: float = Field(0.7, ge=0.0)
     class_weights: list[float] | Literal["auto"] | None = None
+    class_weight_scheme: ClassWeightScheme = "median_frequency"
+    class_weight_cap: float = Field(10.0, ge=1.0)
 
     @field_validator("class_weights", mode="before")
     @classmethod
     def _class_values(cls, value: Any) -> Any:
         return _numbers_or_auto(value, "one per class")
+
+    @model_validator(mode="after")
+    def _some_term(self) -> LossConfig:
+        if not any(getattr(self, key) > 0 for key in LOSS_TERMS):
+            raise ValueError(f"at least one of {', '.join(LOSS_TERMS)} must be positive")
+        if self.tversky_alpha + self.tversky_beta <= 0:
+            raise ValueError("tversky_alpha + tversky_beta must be positive")
+        return self
 
 
 class OptimConfig(_Section):

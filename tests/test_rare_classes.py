@@ -1,0 +1,238 @@
+"""Mechanisms for learning rare classes: loss terms, capped class weights, class-balanced patches.
+
+Every expectation is computed independently (numpy re-implementations of the losses, numpy
+counts of the patches).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from pydantic import ValidationError
+
+from landcover.classes import IGNORE_INDEX
+from landcover.config import LossConfig, load_config
+from landcover.training.autostats import resolve_auto
+from landcover.training.losses import SegmentationLoss, frequency_weights
+
+K = 4
+EPS = 1e-7
+
+
+def _softmax(logits: np.ndarray) -> np.ndarray:
+    e = np.exp(logits - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def _flat(logits: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The valid pixels as ``(P, K)`` logits and ``(P,)`` labels."""
+    scores = np.moveaxis(logits, 1, -1).reshape(-1, logits.shape[1])
+    labels = target.reshape(-1)
+    valid = labels != IGNORE_INDEX
+    return scores[valid], labels[valid]
+
+
+def np_ce(logits: np.ndarray, target: np.ndarray, weights: np.ndarray | None = None) -> float:
+    z, y = _flat(logits, target)
+    logp = z - z.max(axis=1, keepdims=True)
+    logp = logp - np.log(np.exp(logp).sum(axis=1, keepdims=True))
+    w = np.ones(z.shape[1]) if weights is None else weights
+    return float(-(w[y] * logp[np.arange(len(y)), y]).sum() / w[y].sum())
+
+
+def np_focal(
+    logits: np.ndarray, target: np.ndarray, gamma: float, weights: np.ndarray | None = None
+) -> float:
+    """One-vs-rest sigmoid focal loss per class, averaged over the classes (smp's definition)."""
+    z, y = _flat(logits, target)
+    per_class = []
+    for c in range(z.shape[1]):
+        t = (y == c).astype(np.float64)
+        bce = np.maximum(z[:, c], 0) - z[:, c] * t + np.log1p(np.exp(-np.abs(z[:, c])))
+        pt = np.exp(-bce)
+        per_class.append(((1 - pt) ** gamma * bce).mean())
+    per = np.array(per_class)
+    if weights is None:
+        return float(per.mean())
+    return float((per * weights).sum() / weights.sum())
+
+
+def _soft_counts(logits: np.ndarray, target: np.ndarray) -> tuple[np.ndarray, ...]:
+    z, y = _flat(logits, target)
+    p = _softmax(z)
+    t = np.eye(z.shape[1])[y]
+    return (p * t).sum(0), (p * (1 - t)).sum(0), ((1 - p) * t).sum(0), t.sum(0)
+
+
+def np_dice(logits: np.ndarray, target: np.ndarray) -> float:
+    tp, fp, fn, present = _soft_counts(logits, target)
+    score = 2 * tp / np.maximum(2 * tp + fp + fn, EPS)
+    return float(((1 - score) * (present > 0)).mean())
+
+
+def np_tversky(logits: np.ndarray, target: np.ndarray, alpha: float, beta: float) -> float:
+    tp, fp, fn, present = _soft_counts(logits, target)
+    score = tp / np.maximum(tp + alpha * fp + beta * fn, EPS)
+    return float(((1 - score) * (present > 0)).mean())
+
+
+def np_lovasz(logits: np.ndarray, target: np.ndarray) -> float:
+    """Lovasz-softmax (Berman et al. 2018) over the classes present in the valid pixels."""
+    z, y = _flat(logits, target)
+    p = _softmax(z)
+    losses = []
+    for c in range(z.shape[1]):
+        fg = (y == c).astype(np.float64)
+        if fg.sum() == 0:
+            continue
+        errors = np.abs(fg - p[:, c])
+        order = np.argsort(-errors, kind="stable")
+        fg_sorted = fg[order]
+        gts = fg_sorted.sum()
+        jaccard = 1 - (gts - np.cumsum(fg_sorted)) / (gts + np.cumsum(1 - fg_sorted))
+        jaccard[1:] = jaccard[1:] - jaccard[:-1]
+        losses.append(float(errors[order] @ jaccard))
+    return float(np.mean(losses))
+
+
+@pytest.fixture
+def batch() -> tuple[np.ndarray, np.ndarray]:
+    """Logits ``(2, K, 8, 8)`` and labels with every class and some no-data pixels."""
+    rng = np.random.default_rng(3)
+    logits = rng.normal(0, 2, size=(2, K, 8, 8))
+    target = rng.integers(0, K, size=(2, 8, 8))
+    target[0, :2, :] = IGNORE_INDEX
+    target[1, 5, 3:7] = IGNORE_INDEX
+    return logits, target
+
+
+def _loss(**weights: float) -> SegmentationLoss:
+    return SegmentationLoss(LossConfig(**weights), K)
+
+
+TERMS = {
+    "ce": ({"ce_weight": 1.0}, lambda z, t: np_ce(z, t)),
+    "dice": ({"ce_weight": 0.0, "dice_weight": 1.0}, np_dice),
+    "focal": (
+        {"ce_weight": 0.0, "focal_weight": 1.0, "focal_gamma": 1.5},
+        lambda z, t: np_focal(z, t, 1.5),
+    ),
+    "lovasz": ({"ce_weight": 0.0, "lovasz_weight": 1.0}, np_lovasz),
+    "tversky": (
+        {"ce_weight": 0.0, "tversky_weight": 1.0, "tversky_alpha": 0.2, "tversky_beta": 0.8},
+        lambda z, t: np_tversky(z, t, 0.2, 0.8),
+    ),
+}
+
+
+@pytest.mark.parametrize("name", list(TERMS))
+def test_each_loss_term_matches_numpy_and_ignores_nodata(name: str, batch) -> None:
+    weights, expected_fn = TERMS[name]
+    logits, target = batch
+    criterion = _loss(**weights)
+    assert [t.name for t in criterion.terms] == [name]
+    z = torch.tensor(logits, dtype=torch.float32, requires_grad=True)
+    loss = criterion(z, torch.tensor(target))
+    assert float(loss.detach()) == pytest.approx(expected_fn(logits, target), rel=1e-5, abs=1e-6)
+    loss.backward()
+    ignored = torch.tensor(target == IGNORE_INDEX).unsqueeze(1).expand_as(z)
+    assert float(z.grad[ignored].abs().max()) == 0.0  # no gradient reaches a no-data pixel
+    assert float(z.grad[~ignored].abs().max()) > 0.0
+
+    # other logits at the no-data pixels change neither the loss nor its gradient
+    other = logits.copy()
+    other[ignored.numpy()] = np.random.default_rng(9).normal(0, 5, size=int(ignored.sum()))
+    z2 = torch.tensor(other, dtype=torch.float32, requires_grad=True)
+    loss2 = criterion(z2, torch.tensor(target))
+    loss2.backward()
+    assert float(loss2.detach()) == pytest.approx(float(loss.detach()), rel=1e-6, abs=1e-7)
+    torch.testing.assert_close(z2.grad, z.grad, rtol=1e-5, atol=1e-7)
+
+
+def test_class_weights_apply_to_cross_entropy_and_focal(batch) -> None:
+    logits, target = batch
+    w = np.array([0.5, 1.0, 4.0, 10.0])
+    z, t = torch.tensor(logits, dtype=torch.float32), torch.tensor(target)
+    ce = _loss(class_weights=w.tolist())(z, t)
+    assert float(ce) == pytest.approx(np_ce(logits, target, w), rel=1e-5)
+    focal = _loss(ce_weight=0.0, focal_weight=1.0, class_weights=w.tolist())(z, t)
+    assert float(focal) == pytest.approx(np_focal(logits, target, 2.0, w), rel=1e-5)
+
+
+def test_combined_loss_is_the_weighted_sum(batch) -> None:
+    logits, target = batch
+    config = {
+        "ce_weight": 0.7,
+        "dice_weight": 0.3,
+        "focal_weight": 1.0,
+        "lovasz_weight": 0.5,
+        "tversky_weight": 0.25,
+    }
+    criterion = _loss(**config)
+    z, t = torch.tensor(logits, dtype=torch.float32), torch.tensor(target)
+    expected = (
+        0.7 * np_ce(logits, target)
+        + 0.3 * np_dice(logits, target)
+        + 1.0 * np_focal(logits, target, 2.0)
+        + 0.5 * np_lovasz(logits, target)
+        + 0.25 * np_tversky(logits, target, 0.3, 0.7)
+    )
+    assert float(criterion(z, t)) == pytest.approx(expected, rel=1e-5)
+    parts = criterion.components(z, t)
+    assert set(parts) == {"ce", "dice", "focal", "lovasz", "tversky"}
+
+
+def test_an_all_nodata_batch_gives_a_finite_lovasz_term() -> None:
+    target = torch.full((1, 4, 4), IGNORE_INDEX)
+    z = torch.zeros((1, K, 4, 4), requires_grad=True)
+    loss = _loss(ce_weight=0.0, lovasz_weight=1.0)(z, target)
+    loss.backward()
+    assert float(loss.detach()) == 0.0 and float(z.grad.abs().max()) == 0.0
+
+
+def test_a_loss_without_any_term_is_refused() -> None:
+    with pytest.raises(ValidationError, match="at least one of"):
+        LossConfig(ce_weight=0.0)
+
+
+@pytest.mark.parametrize("scheme", ["median_frequency", "inverse_sqrt"])
+def test_a_class_1000x_rarer_than_the_median_gets_exactly_the_cap(scheme: str) -> None:
+    frequencies = [0.5, 0.3, 0.1997, 0.0003, 0.0]  # median of the present ones: 0.3 (and 0.25)
+    weights = frequency_weights(frequencies, scheme, (1 / 25, 25.0))
+    assert weights[3] == 25.0  # 1000x (or sqrt(1000) = 31.6x) the median weight, capped
+    assert weights[4] == 1.0  # absent
+    present = np.array(frequencies[:3])
+    power = 1.0 if scheme == "median_frequency" else 0.5
+    expected = (np.median(np.array(frequencies[:4])) / present) ** power
+    np.testing.assert_allclose(weights[:3], expected, rtol=1e-12)
+
+
+def test_class_weight_cap_and_scheme_reach_auto_weights() -> None:
+    counts = np.array([1000.0, 1000.0, 1000.0, 0.0, 1.0, 1000.0])  # impervious 1000x rarer
+    names = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
+    frequencies = dict(zip(names, (counts / counts.sum()).tolist(), strict=True))
+    base = [
+        "data.mean=[0.3,0.4,0.3,0.5]",
+        "data.std=[0.1,0.1,0.1,0.2]",
+        f"data.class_frequencies={frequencies}",
+        "optim.loss.class_weights=auto",
+    ]
+    for sets, rare, low in (
+        ([], 10.0, 1.0),  # default: median frequency capped at 10
+        (["optim.loss.class_weight_cap=50"], 50.0, 1.0),
+        (["optim.loss.class_weight_cap=2000"], 1000.0, 1.0),
+        (["optim.loss.class_weight_scheme=inverse_sqrt"], 10.0, 1.0),
+        (
+            ["optim.loss.class_weight_scheme=inverse_sqrt", "optim.loss.class_weight_cap=100"],
+            1000**0.5,
+            1.0,
+        ),
+    ):
+        config = load_config(None, None, base + sets)
+        lines = resolve_auto(config, lambda: pytest.fail("nothing is left to measure"))
+        weights = dict(zip(names, config.optim.loss.class_weights, strict=True))
+        assert weights["impervious"] == pytest.approx(rare, rel=1e-12), sets
+        assert weights["water"] == low and weights["barren"] == 1.0
+        cap = config.optim.loss.class_weight_cap
+        assert any(f"clipped to [{1 / cap:g}, {cap:g}]" in line for line in lines)
