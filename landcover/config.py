@@ -79,7 +79,13 @@ class DataConfig(_Section):
             measures frequencies records them here.
         patch_size: Side of the square training patches in pixels.
         max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
-        oversample_rare: Probability that a patch is centred on a pixel of a rare class.
+        oversample_rare: Probability that a patch is centred on a pixel of a rare class, the
+            class drawn with probability inversely proportional to its pixel count (applies to
+            the patches ``class_balance`` leaves random).
+        class_balance: Fraction of every batch's patches centred on a pixel of a class, the
+            classes present in the worker's share taking equal turns: each of the ``K``
+            present classes is at the centre of about ``class_balance / K`` of every batch's
+            patches, however rare it is; 0 turns it off.
         augment: Random flips and 90-degree rotations.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
@@ -104,6 +110,7 @@ class DataConfig(_Section):
     patch_size: int = Field(256, ge=32)
     max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
+    class_balance: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None

@@ -6,6 +6,9 @@ counts of the patches).
 
 from __future__ import annotations
 
+import copy
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -13,8 +16,14 @@ from pydantic import ValidationError
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import LossConfig, load_config
+from landcover.data import classindex
+from landcover.data.classindex import index_classes
+from landcover.data.raster import TileArrays
+from landcover.data.sampler import RANDOM, PatchSampler, epoch_rng
 from landcover.training.autostats import resolve_auto
 from landcover.training.losses import SegmentationLoss, frequency_weights
+
+from conftest import run_cli, train_args
 
 K = 4
 EPS = 1e-7
@@ -236,3 +245,132 @@ def test_class_weight_cap_and_scheme_reach_auto_weights() -> None:
         assert weights["water"] == low and weights["barren"] == 1.0
         cap = config.optim.loss.class_weight_cap
         assert any(f"clipped to [{1 / cap:g}, {cap:g}]" in line for line in lines)
+
+
+# ----------------------------------------------------------------------------- sampling
+
+RARE, PATCH, BATCH = 4, 32, 16
+CLASSES = 6
+
+
+def _share() -> list[TileArrays]:
+    """Two 512 px tiles: forest | field halves, a no-data strip, and 24 buildings of 8 x 8 px
+    (class 4, 0.29 % of the share's pixels) in the first tile only; classes 0, 3, 5 absent."""
+    rng = np.random.default_rng(11)
+    tiles = []
+    for i in range(2):
+        label = np.full((512, 512), 1, dtype=np.uint8)
+        label[:, 256:] = 2
+        label[:, :8] = IGNORE_INDEX
+        if i == 0:
+            cells = rng.choice(32 * 32, 24, replace=False)  # one building per 16 px cell at most
+            for cell in cells:
+                y, x = divmod(int(cell), 32)
+                label[y * 16 + 4 : y * 16 + 12, x * 16 + 4 : x * 16 + 12] = RARE
+        image = np.stack([label * 10 + b for b in range(4)], axis=-1).astype(np.uint8)
+        tiles.append(TileArrays(f"t{i}", image, label))
+    return tiles
+
+
+def _fraction_with(labels: torch.Tensor, c: int) -> np.ndarray:
+    """Per patch: whether it holds a pixel of class ``c``."""
+    return (labels.numpy() == c).reshape(len(labels), -1).any(axis=1)
+
+
+def test_class_balance_puts_a_rare_class_in_a_set_fraction_of_every_batch() -> None:
+    tiles = _share()
+    labels_all = np.concatenate([t.label.ravel() for t in tiles])
+    rare_share = np.count_nonzero(labels_all == RARE) / np.count_nonzero(labels_all != IGNORE_INDEX)
+    assert 0.002 < rare_share < 0.004  # about 0.3 % of the labelled pixels
+    f, present = 0.75, 3  # classes 1, 2 and 4
+    floor_per_batch = (int(f * BATCH) // present) / BATCH  # 12 class-centred slots -> 4 each
+
+    balanced = PatchSampler(tiles, PATCH, CLASSES, class_balance=f)
+    plain = PatchSampler(tiles, PATCH, CLASSES)
+    rng_on, rng_off = epoch_rng(0, 0, 0), epoch_rng(0, 0, 0)
+    on, off = [], []
+    for _ in range(60):
+        on.append(_fraction_with(balanced.batch(BATCH, rng_on)[1], RARE).mean())
+        off.append(_fraction_with(plain.batch(BATCH, rng_off)[1], RARE).mean())
+    assert min(on) >= floor_per_batch  # in every batch, not only on average
+    assert np.mean(on) >= f / present
+    assert np.mean(off) < f / present / 2  # far below it without class balance
+
+
+def test_class_centred_slots_hold_their_class_and_absent_classes_are_never_requested() -> None:
+    sampler = PatchSampler(_share(), PATCH, CLASSES, class_balance=1.0)
+    np.testing.assert_array_equal(sampler.present_classes, [1, 2, RARE])
+    rng = epoch_rng(3, 1, 2)
+    for _ in range(40):
+        plan = sampler.plan(BATCH, copy.deepcopy(rng))  # the plan batch() is about to draw
+        _, labels = sampler.batch(BATCH, rng)
+        assert set(plan.tolist()) <= {1, 2, RARE}  # never 0, 3, 5 (absent) nor RANDOM
+        counts = np.bincount(plan, minlength=CLASSES)
+        assert counts[[1, 2, RARE]].min() == BATCH // 3 and counts.sum() == BATCH
+        for label, c in zip(labels.numpy(), plan, strict=True):
+            assert (label == c).any()
+
+
+def test_class_balance_rounds_the_slot_count_at_random_to_the_set_fraction() -> None:
+    sampler = PatchSampler(_share(), PATCH, CLASSES, class_balance=0.3)
+    rng = epoch_rng(0, 0, 0)
+    slots = [int((sampler.plan(5, rng) != RANDOM).sum()) for _ in range(4000)]
+    assert set(slots) == {1, 2}  # 1.5 rounded down or up
+    assert abs(np.mean(slots) / 5 - 0.3) < 0.01
+
+
+def test_class_balanced_batches_are_a_function_of_seed_rank_and_epoch() -> None:
+    sampler = PatchSampler(_share(), PATCH, CLASSES, class_balance=0.5, oversample_rare=0.2)
+
+    def epoch(seed: int, rank: int, e: int) -> list[torch.Tensor]:
+        rng = epoch_rng(seed, rank, e)
+        return [sampler.batch(8, rng)[1] for _ in range(3)]
+
+    a, b, c = epoch(5, 1, 2), epoch(5, 1, 2), epoch(5, 1, 3)
+    assert all((x == y).all() for x, y in zip(a, b, strict=True))
+    assert not all((x == y).all() for x, y in zip(a, c, strict=True))
+    # another sampler over the same tiles (another process) draws the same batches
+    again = PatchSampler(_share(), PATCH, CLASSES, class_balance=0.5, oversample_rare=0.2)
+    rng = epoch_rng(5, 1, 2)
+    assert all((again.batch(8, rng)[1] == x).all() for x in a)
+
+
+def test_class_index_keeps_a_uniform_sample_of_each_class(monkeypatch) -> None:
+    monkeypatch.setattr(classindex, "_CHUNK_PIXELS", 1000)  # many chunk boundaries
+    rng = np.random.default_rng(0)
+    label = rng.choice([0, 1, 2, IGNORE_INDEX], p=[0.9, 0.0995, 0.0005, 0.0], size=(300, 200))
+    label = label.astype(np.uint8)
+    counts = np.bincount(label.ravel(), minlength=256)[:4][None, :]
+    index = index_classes([label], counts, per_class=500)
+    flat = label.ravel()
+    for c in range(3):
+        points = index.points[0][c]
+        expected = min(int(counts[0, c]), 500)
+        assert len(points) == expected and len(np.unique(points)) == expected
+        assert (flat[points] == c).all()
+    np.testing.assert_array_equal(index.points[0][2], np.flatnonzero(flat == 2))  # rare: all
+    assert len(index.points[0][3]) == 0
+    np.testing.assert_array_equal(index.present, [0, 1, 2])
+    # the sample of a common class spreads over the whole tile, not its first rows
+    rows = index.points[0][0] // 200
+    assert np.histogram(rows, bins=3, range=(0, 300))[0].min() > 120
+
+
+def test_training_with_class_balance_focal_and_lovasz_runs(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    result = run_cli(
+        *train_args(tiny_config, tiny_data, tmp_path / "run", "--epochs", "1"),
+        *("--samples-per-epoch", "8", "--set", "data.class_balance=0.5"),
+        *("--set", "optim.loss.focal_weight=1", "--set", "optim.loss.lovasz_weight=0.5"),
+    )
+    assert result.returncode == 0, result.stderr
+    saved = (tmp_path / "run" / "config.yaml").read_text()
+    assert "class_balance: 0.5" in saved and "lovasz_weight: 0.5" in saved
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "default.yaml"])
+def test_configs_with_oversample_rare_still_load_with_class_balance_off(name: str) -> None:
+    config = load_config(Path(__file__).parents[1] / "configs" / name)
+    assert config.data.oversample_rare == 0.1 and config.data.class_balance == 0.0
+    assert config.optim.loss.class_weight_cap == 10.0
