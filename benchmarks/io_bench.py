@@ -207,6 +207,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
         cfg.classes.num_classes,
         max_nodata_fraction=cfg.max_nodata_fraction,
         oversample_rare=cfg.oversample_rare,
+        class_balance=cfg.class_balance,
         augment=True,
     )
     ours_setup = time.perf_counter() - start
@@ -301,6 +302,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
             "config": str(CONFIG.relative_to(REPO)),
             "max_nodata_fraction": cfg.max_nodata_fraction,
             "oversample_rare": cfg.oversample_rare,
+            "class_balance": cfg.class_balance,
             "nocache_gdal_cachemax_bytes": NOCACHE_BYTES,
         },
         "ratio": ratio,

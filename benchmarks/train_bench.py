@@ -165,6 +165,7 @@ class OursLoop:
             cfg.classes.num_classes,
             max_nodata_fraction=cfg.max_nodata_fraction,
             oversample_rare=cfg.oversample_rare,
+            class_balance=cfg.class_balance,
             augment=cfg.augment,
         )
         self.setup_s = time.perf_counter() - start

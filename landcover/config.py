@@ -79,7 +79,13 @@ class DataConfig(_Section):
             measures frequencies records them here.
         patch_size: Side of the square training patches in pixels.
         max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
-        oversample_rare: Probability that a patch is centred on a pixel of a rare class.
+        oversample_rare: Probability that a patch is centred on a pixel of a rare class, the
+            class drawn with probability inversely proportional to its pixel count (applies to
+            the patches ``class_balance`` leaves random).
+        class_balance: Fraction of every batch's patches centred on a pixel of a class, the
+            classes present in the worker's share taking equal turns: each of the ``K``
+            present classes is at the centre of about ``class_balance / K`` of every batch's
+            patches, however rare it is; 0 turns it off.
         augment: Random flips and 90-degree rotations.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
@@ -104,6 +110,7 @@ class DataConfig(_Section):
     patch_size: int = Field(256, ge=32)
     max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
+    class_balance: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
@@ -238,26 +245,67 @@ class ModelConfig(_Section):
         return self
 
 
+LOSS_TERMS = ("ce_weight", "dice_weight", "focal_weight", "lovasz_weight", "tversky_weight")
+"""The weights of ``optim.loss``'s terms."""
+
+
+ClassWeightScheme = Literal["median_frequency", "inverse_sqrt"]
+"""How ``optim.loss.class_weights: auto`` turns class frequencies into weights."""
+
+
 class LossConfig(_Section):
-    """The training loss: cross-entropy (no-data ignored) plus an optional Dice term.
+    """The training loss: a weighted sum of terms that all ignore no-data pixels.
+
+    The terms are cross-entropy and, from ``segmentation_models_pytorch.losses``, Dice, focal,
+    Lovasz-softmax and Tversky (see :class:`landcover.training.losses.SegmentationLoss`); a
+    weight of 0 leaves a term out.
 
     Attributes:
         ce_weight: Weight of the cross-entropy term.
         dice_weight: Weight of the multi-class Dice term (0 disables it).
-        class_weights: Optional per-class cross-entropy weights, or ``auto``: median-frequency
-            balancing of the training data's class frequencies (see
-            :func:`landcover.training.losses.median_frequency_weights`), resolved to numbers
+        focal_weight: Weight of the focal term (smp's multi-class focal loss: one-vs-rest,
+            averaged over the classes; 0 disables it).
+        focal_gamma: Focusing exponent of the focal term (0 gives one-vs-rest BCE).
+        lovasz_weight: Weight of the Lovasz-softmax term, a surrogate of the IoU of the
+            classes present in the batch (0 disables it).
+        tversky_weight: Weight of the Tversky term (0 disables it).
+        tversky_alpha: Tversky's weight of false positives.
+        tversky_beta: Tversky's weight of false negatives (``beta > alpha`` favours recall,
+            what a rare class needs; ``alpha = beta = 0.5`` is Dice).
+        class_weights: Optional per-class weights of the cross-entropy and focal terms, or
+            ``auto``: derived from the training data's class frequencies by
+            ``class_weight_scheme`` (see :func:`landcover.training.losses.frequency_weights`)
+            and clipped to ``[1 / class_weight_cap, class_weight_cap]``, resolved to numbers
             when training starts.
+        class_weight_scheme: ``median_frequency`` (``median(f) / f_c``, Eigen & Fergus 2015)
+            or ``inverse_sqrt`` (``sqrt(median(f) / f_c)``, milder).
+        class_weight_cap: Largest weight ``auto`` gives a class (the smallest is its inverse).
     """
 
     ce_weight: float = Field(1.0, ge=0.0)
     dice_weight: float = Field(0.0, ge=0.0)
+    focal_weight: float = Field(0.0, ge=0.0)
+    focal_gamma: float = Field(2.0, ge=0.0)
+    lovasz_weight: float = Field(0.0, ge=0.0)
+    tversky_weight: float = Field(0.0, ge=0.0)
+    tversky_alpha: float = Field(0.3, ge=0.0)
+    tversky_beta: float = Field(0.7, ge=0.0)
     class_weights: list[float] | Literal["auto"] | None = None
+    class_weight_scheme: ClassWeightScheme = "median_frequency"
+    class_weight_cap: float = Field(10.0, ge=1.0)
 
     @field_validator("class_weights", mode="before")
     @classmethod
     def _class_values(cls, value: Any) -> Any:
         return _numbers_or_auto(value, "one per class")
+
+    @model_validator(mode="after")
+    def _some_term(self) -> LossConfig:
+        if not any(getattr(self, key) > 0 for key in LOSS_TERMS):
+            raise ValueError(f"at least one of {', '.join(LOSS_TERMS)} must be positive")
+        if self.tversky_alpha + self.tversky_beta <= 0:
+            raise ValueError("tversky_alpha + tversky_beta must be positive")
+        return self
 
 
 class OptimConfig(_Section):

@@ -2,9 +2,19 @@
 
 Each worker holds its share of tiles (see :mod:`landcover.data.sharding`) and draws patches
 from them: a tile is chosen with probability proportional to its labelled area, then a random
-window (or, with rare-class oversampling, a window centred on a pixel of a rare class). Patches
-with too many ignored pixels are redrawn. Draws are reproducible: the random generator is
-seeded from (seed, rank, epoch).
+window. Two options centre windows on pixels of chosen classes (from a per-class index of
+positions built once, :mod:`landcover.data.classindex`):
+
+- class balance (``class_balance = f``): in every batch a share ``f`` of the patches (``f x B``
+  rounded up or down at random, so ``f`` on average) is centred on a pixel of a class, the
+  classes present in the share taking equal turns, so each of the ``K`` present classes is at
+  the centre of at least ``floor(n / K)`` of the ``n`` class-centred patches of every batch;
+- rare-class oversampling (``oversample_rare = p``): each other patch is centred, with
+  probability ``p``, on a class drawn with probability inversely proportional to its pixel count.
+
+Patches with too many ignored pixels are redrawn (a class-centred patch keeps its class). Draws
+are reproducible: the random generator is seeded from (seed, rank, epoch) and consumed in order,
+so a batch is a function of (seed, rank, epoch, step).
 """
 
 from __future__ import annotations
@@ -14,9 +24,11 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.data.augment import D4, write_transformed
+from landcover.data.classindex import ClassIndex, index_classes
 from landcover.data.raster import TileArrays
 
-_POINTS_PER_CLASS = 4096
+RANDOM = -1
+"""A batch slot of :meth:`PatchSampler.plan` drawn without class balance."""
 
 
 def _pad_to(tile: TileArrays, size: int) -> TileArrays:
@@ -39,7 +51,10 @@ class PatchSampler:
         max_nodata_fraction: Patches with a larger ignored fraction are redrawn (up to
             ``max_tries`` times; the last draw is kept).
         oversample_rare: Probability that a patch is centred on a pixel of a rare class, the
-            class being chosen with probability inversely proportional to its frequency.
+            class being chosen with probability inversely proportional to its frequency (for
+            the patches ``class_balance`` leaves random).
+        class_balance: Fraction of every batch's patches centred on a pixel of a class, the
+            classes present in the tiles taking equal turns (0: off).
         augment: Apply D4 augmentation.
         max_tries: Draws per patch before accepting one with too much no-data.
 
@@ -54,6 +69,7 @@ class PatchSampler:
         num_classes: int,
         max_nodata_fraction: float = 0.5,
         oversample_rare: float = 0.0,
+        class_balance: float = 0.0,
         augment: bool = True,
         max_tries: int = 10,
     ) -> None:
@@ -62,6 +78,7 @@ class PatchSampler:
         self.num_classes = num_classes
         self.max_nodata_fraction = max_nodata_fraction
         self.oversample_rare = oversample_rare
+        self.class_balance = class_balance
         self.max_tries = max_tries
         self.augment = augment
         counts = np.stack(
@@ -73,25 +90,45 @@ class PatchSampler:
             raise ValueError(f"tiles {names} hold no labelled pixels")
         self.class_counts = counts
         self.tile_p = valid / valid.sum()
-        self._points: list[list[np.ndarray]] = []
+        self.index: ClassIndex | None = None
         self._class_p = np.zeros(num_classes)
-        if oversample_rare > 0:
-            self._index_class_points()
+        if oversample_rare > 0 or class_balance > 0:
+            self.index = index_classes([t.label for t in self.tiles], counts)
+            total = counts.sum(axis=0)
+            inverse = np.where(total > 0, 1.0 / np.maximum(total, 1.0), 0.0)
+            self._class_p = inverse / inverse.sum()
 
-    def _index_class_points(self) -> None:
-        rng = np.random.default_rng(0)
-        for tile in self.tiles:
-            flat = tile.label.ravel()
-            per_class = []
-            for c in range(self.num_classes):
-                idx = np.flatnonzero(flat == c)
-                if len(idx) > _POINTS_PER_CLASS:
-                    idx = rng.choice(idx, _POINTS_PER_CLASS, replace=False)
-                per_class.append(idx)
-            self._points.append(per_class)
-        total = self.class_counts.sum(axis=0)
-        inverse = np.where(total > 0, 1.0 / np.maximum(total, 1.0), 0.0)
-        self._class_p = inverse / inverse.sum()
+    @property
+    def present_classes(self) -> np.ndarray:
+        """The classes with at least one pixel in the tiles, ascending."""
+        return np.flatnonzero(self.class_counts.sum(axis=0) > 0)
+
+    def plan(self, batch_size: int, rng: np.random.Generator) -> np.ndarray:
+        """Draws which slots of a batch are centred on which class.
+
+        ``n`` slots, ``class_balance x batch_size`` rounded down or (with the probability of
+        the remainder) up, get a class each: every present class ``n // K`` slots, and
+        ``n % K`` classes drawn without replacement one more; the slots are placed at random.
+
+        Args:
+            batch_size: Patches in the batch.
+            rng: The random generator.
+
+        Returns:
+            ``(batch_size,)`` int64: the class at the centre of each slot, or :data:`RANDOM`.
+        """
+        slots = np.full(batch_size, RANDOM, dtype=np.int64)
+        if self.class_balance <= 0:
+            return slots
+        wanted = self.class_balance * batch_size
+        n = min(int(wanted) + int(rng.random() < wanted - int(wanted)), batch_size)
+        present = self.present_classes
+        share, extra = divmod(n, len(present))
+        classes = np.concatenate(
+            [np.repeat(present, share), rng.choice(present, extra, replace=False)]
+        )
+        slots[rng.permutation(batch_size)[:n]] = classes
+        return slots
 
     def _random_window(self, rng: np.random.Generator) -> tuple[int, int, int]:
         t = int(rng.choice(len(self.tiles), p=self.tile_p))
@@ -100,12 +137,12 @@ class PatchSampler:
         x = int(rng.integers(0, width - self.patch_size + 1))
         return t, y, x
 
-    def _rare_window(self, rng: np.random.Generator) -> tuple[int, int, int]:
-        c = int(rng.choice(self.num_classes, p=self._class_p))
-        tile_w = self.class_counts[:, c] / self.class_counts[:, c].sum()
-        t = int(rng.choice(len(self.tiles), p=tile_w))
+    def _class_window(self, c: int, rng: np.random.Generator) -> tuple[int, int, int]:
+        """A window holding (near its centre) a pixel of class ``c``."""
+        if self.index is None:
+            raise RuntimeError("class-centred windows need oversample_rare or class_balance")
+        t, flat = self.index.draw(c, rng)
         height, width = self.tiles[t].label.shape
-        flat = int(rng.choice(self._points[t][c]))
         cy, cx = divmod(flat, width)
         half = self.patch_size // 2
         y = min(max(cy - half, 0), height - self.patch_size)
@@ -124,13 +161,19 @@ class PatchSampler:
         images, labels = self.batch(1, rng)
         return images[0].numpy(), labels[0].numpy()
 
-    def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-        """Draws one patch's window as views of the tile (no copy, not augmented)."""
+    def _draw(self, rng: np.random.Generator, c: int = RANDOM) -> tuple[np.ndarray, np.ndarray]:
+        """Draws one patch's window as views of the tile (no copy, not augmented).
+
+        ``c`` is the class to centre the window on, or :data:`RANDOM`.
+        """
         size = self.patch_size
         limit = self.max_nodata_fraction * size * size
         for _ in range(self.max_tries):
-            if self.oversample_rare > 0 and rng.random() < self.oversample_rare:
-                t, y, x = self._rare_window(rng)
+            if c != RANDOM:
+                t, y, x = self._class_window(c, rng)
+            elif self.oversample_rare > 0 and rng.random() < self.oversample_rare:
+                rare = int(rng.choice(self.num_classes, p=self._class_p))
+                t, y, x = self._class_window(rare, rng)
             else:
                 t, y, x = self._random_window(rng)
             label = self.tiles[t].label[y : y + size, x : x + size]
@@ -152,8 +195,8 @@ class PatchSampler:
         size, bands = self.patch_size, self.tiles[0].image.shape[2]
         images = torch.empty((batch_size, size, size, bands), dtype=torch.uint8)
         labels = torch.empty((batch_size, size, size), dtype=torch.uint8)
-        for i in range(batch_size):
-            image, label = self._draw(rng)
+        for i, c in enumerate(self.plan(batch_size, rng)):
+            image, label = self._draw(rng, int(c))
             transform = D4.draw(rng) if self.augment else None
             write_transformed(images[i], image, transform)
             write_transformed(labels[i], label, transform)

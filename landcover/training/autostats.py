@@ -6,10 +6,10 @@ in memory: each worker accumulates exact histograms of its share
 gets the same numbers. When there are more workers than tiles, several workers hold the same
 tile; only one of them counts it (:func:`~landcover.data.sharding.counts_once`).
 
-``optim.loss.class_weights: auto`` becomes median-frequency weights
-(:func:`~landcover.training.losses.median_frequency_weights`) of ``data.class_frequencies`` when
-the config gives them (say, from an included ``landcover data stats`` file), else of the class
-frequencies measured the same way.
+``optim.loss.class_weights: auto`` becomes frequency weights (median-frequency or inverse
+square root, capped: :func:`~landcover.training.losses.frequency_weights`) of
+``data.class_frequencies`` when the config gives them (say, from an included ``landcover data
+stats`` file), else of the class frequencies measured the same way.
 
 A resumed run takes every ``auto`` value from its checkpoint's config instead of measuring
 again, so it keeps normalising as before. Explicit numbers are always used as given. The
@@ -28,7 +28,7 @@ from landcover.data.raster import TileArrays
 from landcover.data.sharding import counts_once
 from landcover.data.stats import DataStats
 from landcover.parallel.collectives import all_reduce_sum
-from landcover.training.losses import CLASS_WEIGHT_RANGE, median_frequency_weights
+from landcover.training.losses import frequency_weights, weight_bounds
 
 
 def needs_resolving(config: Config) -> bool:
@@ -150,12 +150,13 @@ def resolve_auto(
         )
     if loss.class_weights == AUTO:
         given = data.class_frequencies or {}
-        # w = median(f) / f is scale-free: the frequencies need not sum to 1
+        # w = (median(f) / f) ** p is scale-free: the frequencies need not sum to 1
         frequencies = [given.get(name, 0.0) for name in data.classes.names]
-        loss.class_weights = median_frequency_weights(frequencies)
-        low, high = CLASS_WEIGHT_RANGE
+        low, high = weight_bounds(loss.class_weight_cap)
+        loss.class_weights = frequency_weights(frequencies, loss.class_weight_scheme, (low, high))
+        scheme = loss.class_weight_scheme.replace("_", "-")
         lines.append(
-            f"class weights (median-frequency balancing, clipped to [{low:g}, {high:g}]): "
+            f"class weights ({scheme} balancing, clipped to [{low:g}, {high:g}]): "
             + _named(data.classes.names, loss.class_weights)
         )
     elif weights_auto:

@@ -51,6 +51,7 @@ def unlearned_message(metrics: dict[str, Any], names: list[str], epoch: int) -> 
     return (
         f"after epoch {epoch} the model does not predict {parts} on the validation tiles: "
         "the class is not being learned (check its share of the training pixels in the rank "
-        "logs, data.oversample_rare, optim.loss.class_weights, a lower optim.lr, and that "
+        "logs, data.class_balance, data.oversample_rare, optim.loss.class_weights, the "
+        "optim.loss focal/lovasz/tversky terms, a lower optim.lr, and that "
         "model.decoder_channels[-1] is at least twice the number of classes)"
     )

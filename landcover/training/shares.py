@@ -161,6 +161,7 @@ def load_worker_data(
             mapping.num_classes,
             max_nodata_fraction=cfg.max_nodata_fraction,
             oversample_rare=cfg.oversample_rare,
+            class_balance=cfg.class_balance,
             augment=cfg.augment,
         )
     except ValueError as exc:
