@@ -268,3 +268,28 @@ def test_without_ema_the_checkpoint_holds_the_raw_weights_only(
     assert result.returncode == 0, result.stderr
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     assert state.train_model == {} and state.ema_updates == 0
+
+
+# --- model selection on validation tiles only ---------------------------------------------
+
+
+def test_manifest_test_rows_are_neither_trained_nor_validated_on(
+    tiny_data: Path, tmp_path: Path
+) -> None:
+    from landcover.data.pairs import split_pairs
+
+    names = sorted(p.name[: -len("_naip.tif")] for p in tiny_data.glob("*_naip.tif"))
+    splits = ["train"] * 4 + ["val"] * 2 + ["test"] * 2
+    manifest = tmp_path / "manifest.csv"
+    manifest.write_text(
+        "image,label,split\n"
+        + "".join(
+            f"{tiny_data / n}_naip.tif,{tiny_data / n}_lc.tif,{s}\n"
+            for n, s in zip(names, splits, strict=True)
+        )
+    )
+    train, val = split_pairs(DataConfig(manifest=str(manifest)), str(tmp_path))
+    assert [Path(p.label).name for p in train] == [f"{n}_lc.tif" for n in names[:4]]
+    assert [Path(p.label).name for p in val] == [
+        f"{n}_lc.tif" for n in names[4:6]
+    ]  # best.pt: these only
