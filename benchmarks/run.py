@@ -1,6 +1,6 @@
 """The benchmark suite's one entry point: runs the parts, prints their tables and the goals.
 
-Usage: python benchmarks/run.py [all|io|train|scaling|predict|load|model|quality ...] [--quick]
+Usage: python benchmarks/run.py [all|io|train|scaling|predict|load|model|quality|augment ...] [--quick]
                                 [--out benchmarks/results]
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
@@ -24,7 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, machine, print_table
 
-PARTS = ("io", "train", "scaling", "predict", "load", "model", "quality")
+PARTS = ("io", "train", "scaling", "predict", "load", "model", "quality", "augment")
 
 
 def main() -> None:

@@ -31,7 +31,8 @@ class Checkpoint:
     """One checkpoint.
 
     Attributes:
-        model: The bare model's state dict.
+        model: The bare model's state dict: the weights predict and evaluate use (the moving
+            average of the weights when the run keeps one, ``optim.ema_decay``).
         config: The resolved configuration as plain data.
         optimizer: The optimizer's state dict (empty when training cannot resume from it).
         grad_scaler: The fp16 gradient scaler's state dict (empty without one).
@@ -43,6 +44,9 @@ class Checkpoint:
         metrics: The last epoch's metrics record.
         pixel_size_m: The pixel size in metres the model was trained at (``None``: unknown,
             as in checkpoints older than the field); predict resamples to it.
+        train_model: The raw (not averaged) weights training resumes from, when ``model`` is
+            a moving average; empty when ``model`` is the raw weights.
+        ema_updates: Optimizer steps the moving average in ``model`` includes (0: none).
         format_version: The format version it was written in.
     """
 
@@ -57,6 +61,8 @@ class Checkpoint:
     rng: list[dict[str, Any]] = field(default_factory=list)
     metrics: dict[str, Any] = field(default_factory=dict)
     pixel_size_m: float | None = None
+    train_model: dict[str, torch.Tensor] = field(default_factory=dict)
+    ema_updates: int = 0
     format_version: int = FORMAT_VERSION
 
     def to_state(self) -> dict[str, Any]:
@@ -67,6 +73,7 @@ class Checkpoint:
         """
         state = asdict(self)
         state["model"] = self.model  # asdict would deep-copy every tensor
+        state["train_model"] = self.train_model
         # no secret in a checkpoint: the configuration may name a data or output URL
         state["config"] = redact_tree(state["config"])
         state["metrics"] = redact_tree(state["metrics"])

@@ -93,6 +93,15 @@ class DataConfig(_Section):
         resolution: Pixel size in metres every tile is resampled to on load (imagery bilinear,
             labels nearest), for tiles of mixed pixel sizes (0.6 m and 1 m NAIP); ``None``
             keeps each tile's own. Checkpoints record the pixel size trained at.
+        photometric: Probability that a training patch is perturbed photometrically (per-band
+            gain and offset of tens of DN, gamma, sensor noise, blur; see
+            :mod:`landcover.data.photometric`), against radiometric shift between flights;
+            0 turns it off. Labels never change.
+        photometric_strength: Scales the photometric ranges (1: gains 0.67..1.5, offsets up to
+            30 DN, gamma 0.7..1.4, noise up to 5 DN).
+        normalize: ``global`` standardises every tile by ``mean``/``std``; ``per_tile`` by the
+            tile's own band mean and standard deviation over its valid pixels (training,
+            validation, predict and evaluate alike; the checkpoint's config records it).
     """
 
     root: str | None = None
@@ -115,6 +124,9 @@ class DataConfig(_Section):
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
     resolution: float | None = Field(None, gt=0)
+    photometric: float = Field(0.0, ge=0.0, le=1.0)
+    photometric_strength: float = Field(1.0, ge=0.0, le=2.0)
+    normalize: Literal["global", "per_tile"] = "global"
 
     @field_validator("root", "manifest", "val_root", "cache_dir")
     @classmethod
@@ -337,6 +349,9 @@ class OptimConfig(_Section):
         accumulate: Micro-batches per optimizer step (gradient accumulation): one all-reduce
             per ``accumulate`` micro-batches; the global batch (which sets the peak learning
             rate) is ``batch_size x workers x accumulate``.
+        ema_decay: Decay of an exponential moving average of the weights, updated after every
+            optimizer step (0: off). The average is what validation scores and what
+            checkpoints give predict and evaluate; the raw weights are kept for resuming.
         loss: The loss.
     """
 
@@ -356,6 +371,7 @@ class OptimConfig(_Section):
     epochs: int = Field(50, ge=1)
     grad_clip: float | None = Field(None, gt=0.0)
     accumulate: int = Field(1, ge=1)
+    ema_decay: float = Field(0.0, ge=0.0, lt=1.0)
     loss: LossConfig = Field(default_factory=LossConfig)
 
     @model_validator(mode="before")

@@ -1,8 +1,21 @@
-"""Band normalisation applied on the device, batch-wise, just before the model."""
+"""Band normalisation applied on the device, batch-wise, just before the model.
+
+``data.normalize: global`` (the default) standardises every tile by the training data's band
+statistics (``data.mean`` / ``data.std``). ``per_tile`` standardises each tile by its own
+band statistics over its valid pixels (:class:`TileStats`), measured the same exact way on a
+tile in memory (training, validation) and on a file read in strips (``predict``,
+``evaluate``), so a flight's overall brightness and contrast no longer reach the model.
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
 import torch
+
+from landcover.config import DataConfig
 
 
 class BandNormalizer:
@@ -32,3 +45,147 @@ class BandNormalizer:
         """
         x = images.permute(0, 3, 1, 2).float()
         return x * self.scale - self.shift
+
+
+STD_FLOOR = 1.0 / 255.0
+"""Smallest per-tile standard deviation (one digital number): a flat band is not blown up."""
+
+STATS_ROWS = 512
+"""Rows read at a time when a file's band statistics are measured."""
+
+
+@dataclass(frozen=True)
+class TileStats:
+    """One tile's band statistics over its valid pixels, on the 0..1 scale.
+
+    Attributes:
+        mean: Per-band mean.
+        std: Per-band standard deviation (at least :data:`STD_FLOOR`).
+    """
+
+    mean: list[float]
+    std: list[float]
+
+
+@dataclass
+class BandSums:
+    """Exact integer sums of a tile's valid pixels, accumulated strip by strip.
+
+    Integer sums make the statistics independent of how the tile is cut into strips, so
+    training (a tile in memory), ``predict`` and ``evaluate`` (a file read in strips) get the
+    same numbers for the same pixels.
+
+    Attributes:
+        count: Valid pixels seen.
+        total: Per-band sum of the values (0..255).
+        squares: Per-band sum of the squared values.
+    """
+
+    count: int
+    total: np.ndarray
+    squares: np.ndarray
+
+    @classmethod
+    def empty(cls, bands: int) -> BandSums:
+        """No pixels yet.
+
+        Args:
+            bands: Number of bands.
+
+        Returns:
+            The empty sums.
+        """
+        return cls(0, np.zeros(bands, dtype=np.int64), np.zeros(bands, dtype=np.int64))
+
+    def add(self, pixels: np.ndarray, nodata: np.ndarray | None) -> None:
+        """Adds a strip's valid pixels.
+
+        Args:
+            pixels: ``(H, W, C)`` uint8 values.
+            nodata: ``(H, W)`` bool, True where there is no data; ``None``: all valid.
+        """
+        values = pixels.reshape(-1, pixels.shape[-1])
+        if nodata is not None:
+            values = values[~nodata.reshape(-1)]
+        wide = values.astype(np.int64)
+        self.count += len(values)
+        self.total += wide.sum(axis=0)
+        self.squares += (wide * wide).sum(axis=0)
+
+    def stats(self) -> TileStats | None:
+        """The statistics, or ``None`` when no pixel was valid.
+
+        Returns:
+            Mean and standard deviation per band on the 0..1 scale.
+        """
+        if self.count == 0:
+            return None
+        mean = self.total / self.count
+        var = np.maximum(self.squares / self.count - mean**2, 0.0)
+        std = np.maximum(np.sqrt(var) / 255.0, STD_FLOOR)
+        return TileStats([float(m) for m in mean / 255.0], [float(s) for s in std])
+
+
+def array_band_stats(image: np.ndarray, nodata: np.ndarray | None) -> TileStats | None:
+    """A tile's band statistics from its arrays in memory.
+
+    Args:
+        image: ``(H, W, C)`` uint8 imagery.
+        nodata: ``(H, W)`` bool no-data mask, or ``None``.
+
+    Returns:
+        The statistics, or ``None`` when no pixel has data.
+    """
+    sums = BandSums.empty(image.shape[-1])
+    for row in range(0, image.shape[0], STATS_ROWS):
+        sums.add(
+            image[row : row + STATS_ROWS],
+            None if nodata is None else nodata[row : row + STATS_ROWS],
+        )
+    return sums.stats()
+
+
+def dataset_band_stats(ds: Any) -> TileStats | None:
+    """A raster's band statistics over its valid pixels, read strip by strip.
+
+    Args:
+        ds: An open rasterio dataset (or warped VRT) of uint8 bands.
+
+    Returns:
+        The statistics, or ``None`` when no pixel has data.
+
+    Raises:
+        RasterioError: If the pixels or the mask cannot be read.
+    """
+    from rasterio.windows import Window
+
+    from landcover.data.raster import has_nodata, nodata_mask
+
+    sums = BandSums.empty(ds.count)
+    masked = has_nodata(ds)
+    for row in range(0, ds.height, STATS_ROWS):
+        window = Window(0, row, ds.width, min(STATS_ROWS, ds.height - row))
+        pixels = np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+        nodata = nodata_mask(ds, window, pixels=pixels) if masked else None
+        sums.add(pixels, nodata)
+    return sums.stats()
+
+
+def tile_normalizer(
+    cfg: DataConfig, stats: TileStats | None, device: torch.device
+) -> BandNormalizer:
+    """The normaliser of one tile under ``data.normalize``.
+
+    Args:
+        cfg: The data settings (resolved: ``mean``/``std`` are numbers).
+        stats: The tile's own band statistics (``per_tile``), or ``None``: the tile has no
+            valid pixel or the mode is ``global``.
+        device: Where the batches will be.
+
+    Returns:
+        The normaliser: the tile's own statistics under ``per_tile`` when it has any, else the
+        training data's.
+    """
+    if cfg.normalize == "per_tile" and stats is not None:
+        return BandNormalizer(stats.mean, stats.std, device)
+    return BandNormalizer(list(cfg.mean), list(cfg.std), device)  # type: ignore[arg-type]

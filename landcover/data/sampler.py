@@ -161,8 +161,10 @@ class PatchSampler:
         images, labels = self.batch(1, rng)
         return images[0].numpy(), labels[0].numpy()
 
-    def _draw(self, rng: np.random.Generator, c: int = RANDOM) -> tuple[np.ndarray, np.ndarray]:
-        """Draws one patch's window as views of the tile (no copy, not augmented).
+    def _draw(
+        self, rng: np.random.Generator, c: int = RANDOM
+    ) -> tuple[int, np.ndarray, np.ndarray]:
+        """Draws one patch's window: its tile's index and views of the tile (not augmented).
 
         ``c`` is the class to centre the window on, or :data:`RANDOM`.
         """
@@ -179,7 +181,7 @@ class PatchSampler:
             label = self.tiles[t].label[y : y + size, x : x + size]
             if np.count_nonzero(label == IGNORE_INDEX) <= limit:
                 break
-        return self.tiles[t].image[y : y + size, x : x + size], label
+        return t, self.tiles[t].image[y : y + size, x : x + size], label
 
     def batch(self, batch_size: int, rng: np.random.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """Draws a batch of patches.
@@ -192,15 +194,33 @@ class PatchSampler:
             ``(images, labels)``: a ``(B, P, P, C)`` uint8 tensor (channels last, as stored)
             and a ``(B, P, P)`` uint8 tensor of class indices.
         """
+        images, labels, _ = self.batch_with_tiles(batch_size, rng)
+        return images, labels
+
+    def batch_with_tiles(
+        self, batch_size: int, rng: np.random.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draws a batch of patches and says which tile each came from.
+
+        Args:
+            batch_size: Number of patches.
+            rng: The random generator.
+
+        Returns:
+            ``(images, labels, tiles)``: as :meth:`batch`, and a ``(B,)`` int64 tensor of
+            each patch's index in the sampler's tiles (for per-tile normalisation).
+        """
         size, bands = self.patch_size, self.tiles[0].image.shape[2]
         images = torch.empty((batch_size, size, size, bands), dtype=torch.uint8)
         labels = torch.empty((batch_size, size, size), dtype=torch.uint8)
+        tiles = torch.empty((batch_size,), dtype=torch.int64)
         for i, c in enumerate(self.plan(batch_size, rng)):
-            image, label = self._draw(rng, int(c))
+            t, image, label = self._draw(rng, int(c))
+            tiles[i] = t
             transform = D4.draw(rng) if self.augment else None
             write_transformed(images[i], image, transform)
             write_transformed(labels[i], label, transform)
-        return images, labels
+        return images, labels, tiles
 
 
 def epoch_rng(seed: int, rank: int, epoch: int) -> np.random.Generator:

@@ -31,7 +31,7 @@ from landcover.data.pairs import TilePair
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
-from landcover.inference.loader import InferenceModel
+from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.predict import check_bands
 from landcover.inference.resolution import (
     BACK_ROWS,
@@ -83,7 +83,7 @@ def tile_confusion(
             else None
         )
         if work is None:
-            strips = _class_strips(img, predictor)
+            strips = _class_strips(img, predictor, im, pair.image)
         else:
             log.info(
                 "%s: %d x %d px predicted at %d x %d px (%s)",
@@ -94,7 +94,7 @@ def tile_confusion(
                 work[2],
                 resolution.describe(),
             )
-            strips = _resampled_class_strips(img, work, predictor)
+            strips = _resampled_class_strips(img, work, predictor, im, pair.image)
         for row, classes in strips:
             window = Window(0, row, img.width, classes.shape[0])
             codes = label_on_image_grid(
@@ -143,14 +143,17 @@ def _rows_reader(ds: Any) -> Any:
     return read_rows
 
 
-def _class_strips(ds: Any, predictor: SlidingWindowPredictor) -> Iterator[tuple[int, np.ndarray]]:
+def _class_strips(
+    ds: Any, predictor: SlidingWindowPredictor, im: InferenceModel, name: str
+) -> Iterator[tuple[int, np.ndarray]]:
     """Yields ``(row, classes)`` strips of a dataset predicted on its own grid."""
+    predictor.prepare = dataset_normalizer(im, ds, name)
     for row, probs in predictor.iter_strips(_rows_reader(ds), ds.height, ds.width):
         yield row, first_argmax(probs).numpy()
 
 
 def _resampled_class_strips(
-    img: Any, work: Any, predictor: SlidingWindowPredictor
+    img: Any, work: Any, predictor: SlidingWindowPredictor, im: InferenceModel, name: str
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yields ``(row, classes)`` strips on the image's grid of a class map predicted on ``work``.
 
@@ -174,7 +177,7 @@ def _resampled_class_strips(
                 "blockysize": 256,
             }
             with rasterio.open(path, "w", **profile) as dst:
-                for row, classes in _class_strips(vrt, predictor):
+                for row, classes in _class_strips(vrt, predictor, im, name):
                     window = Window(0, row, vrt.width, classes.shape[0])
                     if has_nodata(vrt):
                         classes[nodata_mask(vrt, window)] = CLASS_NODATA

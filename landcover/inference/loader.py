@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch import nn
@@ -15,8 +16,8 @@ from torch import nn
 from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
-from landcover.data.normalize import BandNormalizer
-from landcover.errors import CheckpointError
+from landcover.data.normalize import BandNormalizer, dataset_band_stats, tile_normalizer
+from landcover.errors import CheckpointError, DataError
 from landcover.models import build_model
 from landcover.parallel.devices import choose_precision, resolve_device
 from landcover.parallel.env import DistEnv
@@ -120,3 +121,33 @@ def checkpoint_pixel_size(value: object) -> float | None:
     if isinstance(value, int | float) and not isinstance(value, bool) and value > 0:
         return float(value)
     return None
+
+
+def dataset_normalizer(im: InferenceModel, ds: Any, name: str) -> BandNormalizer:
+    """The normaliser of one raster as the checkpoint's ``data.normalize`` says.
+
+    ``global``: the training statistics (``im.prepare``). ``per_tile``: the raster's own band
+    statistics over its valid pixels (one extra read of it), the same numbers training
+    measured on a tile in memory; ``predict`` and ``evaluate`` both call this on the grid they
+    predict on, so they give the same map.
+
+    Args:
+        im: The loaded model.
+        ds: The open raster (or warped VRT) about to be predicted.
+        name: Its path, for messages.
+
+    Returns:
+        The normaliser.
+
+    Raises:
+        DataError: If the raster cannot be read.
+    """
+    if im.config.data.normalize != "per_tile":
+        return im.prepare
+    from rasterio.errors import RasterioError
+
+    try:
+        stats = dataset_band_stats(ds)
+    except RasterioError as exc:
+        raise DataError(f"{name}: cannot read it for its band statistics ({exc})") from None
+    return tile_normalizer(im.config.data, stats, im.device)

@@ -29,7 +29,7 @@ from landcover import storage
 from landcover.data.raster import nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
-from landcover.inference.loader import InferenceModel
+from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.records import ClassCounts, Grid
@@ -287,6 +287,7 @@ class TileMapper:
         im, options, predictor = self.im, self.options, self.predictor
         cuda = im.device.type == "cuda"
         height, width, bands = src.height, src.width, src.count
+        predictor.prepare = dataset_normalizer(im, src, tile)
         plan = predictor.plan(height, width)
         blender = predictor.blender(plan)
         progress = _Progress(tile, height, width, options.log_every_s)

@@ -14,7 +14,7 @@ import torch
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, config_from_dict
 from landcover.data.memory import load_tiles, training_pixel_size
-from landcover.data.normalize import BandNormalizer
+from landcover.data.normalize import TileStats
 from landcover.data.pairs import TilePair, split_pairs
 from landcover.data.raster import TileArrays
 from landcover.data.sample import data_root
@@ -25,6 +25,7 @@ from landcover.errors import DataError
 from landcover.parallel.env import DistEnv
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import find_resume_checkpoint
+from landcover.training.inputs import TrainingInput, tile_stats
 from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
@@ -65,7 +66,10 @@ class WorkerData:
         sampler: Draws training patches from the worker's share of the training tiles.
         val_tiles: The worker's share of the validation tiles.
         n_val: Validation tiles in the whole run.
-        prepare: The band normaliser (numbers identical on every worker).
+        prepare: Augments and normalises training batches (``data.photometric``,
+            ``data.normalize``; the global numbers are identical on every worker).
+        val_stats: Each validation tile's own band statistics (``data.normalize: per_tile``;
+            ``None`` entries otherwise).
         pixel_size_m: The pixel size the model trains at, for its checkpoints (metres).
         resume: The checkpoint to resume from, when it was already loaded for its data
             statistics (path and record).
@@ -74,7 +78,8 @@ class WorkerData:
     sampler: PatchSampler
     val_tiles: list[TileArrays]
     n_val: int
-    prepare: BandNormalizer
+    prepare: TrainingInput
+    val_stats: list[TileStats | None]
     pixel_size_m: float | None = None
     resume: tuple[str, Checkpoint] | None = None
 
@@ -166,9 +171,11 @@ def load_worker_data(
         )
     except ValueError as exc:
         raise DataError(f"rank {env.rank}: {exc}") from None
-    prepare = BandNormalizer(cfg.mean, cfg.std, device)
+    prepare = TrainingInput(cfg, tiles, device, config.run.seed)
+    per_tile = cfg.normalize == "per_tile"
+    val_stats = tile_stats(val_tiles) if per_tile else [None] * len(val_tiles)
     pixel_size = training_pixel_size(tiles, cfg.resolution)
-    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, pixel_size, resume)
+    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, val_stats, pixel_size, resume)
 
 
 def _resolve_data_stats(

@@ -22,6 +22,7 @@ from torch import nn
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
+from landcover.data.normalize import tile_normalizer
 from landcover.data.prefetch import Prefetcher
 from landcover.data.sampler import epoch_rng
 from landcover.errors import CheckpointError, TrainingError
@@ -38,6 +39,7 @@ from landcover.training.checkpoint import (
     restore_rng_state,
     write_epoch_checkpoints,
 )
+from landcover.training.ema import ModelEMA, average_across_workers, start_ema
 from landcover.training.geometry import BatchGeometry
 from landcover.training.health import unlearned_classes, unlearned_message
 from landcover.training.losses import SegmentationLoss
@@ -92,6 +94,8 @@ class Trainer:
         self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
         self.reduce_device = device if device.type == "cuda" else torch.device("cpu")
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.grad_scaling else None
+        self.ema: ModelEMA | None = None
+        self.resumed: Checkpoint | None = None
 
     def _build_model(self) -> None:
         cfg = self.config
@@ -123,7 +127,7 @@ class Trainer:
         state = cached[1] if cached is not None and cached[0] == path else load_checkpoint(path)
         data.resume = None
         try:
-            self.model.load_state_dict(state.model)
+            self.model.load_state_dict(state.train_model or state.model)  # raw, not averaged
             self.optimizer.load_state_dict(state.optimizer)
             if self.scaler is not None and state.grad_scaler:
                 self.scaler.load_state_dict(state.grad_scaler)
@@ -133,6 +137,7 @@ class Trainer:
                 f"{path}: does not fit this run's model or optimizer ({first}); "
                 "use another --out or the same model settings"
             ) from None
+        self.resumed = state
         own = restore_rng_state(state.rng, self.env.rank, self.device)
         log.info(
             "resuming from %s: %d epoch(s) complete (trained with %d workers, now %d)%s",
@@ -146,8 +151,11 @@ class Trainer:
 
     def _checkpoint(self, epoch: int, best: float, record: dict[str, Any]) -> Checkpoint:
         rng = gather_rng_states(self.device)  # a collective: every worker is here
+        ema = self.ema
         return Checkpoint(
-            model=self.model.state_dict(),
+            model=ema.state_dict() if ema is not None else self.model.state_dict(),
+            train_model=self.model.state_dict() if ema is not None else {},
+            ema_updates=ema.updates if ema is not None else 0,
             config=self.config.to_dict(),
             optimizer=self.optimizer.state_dict(),
             grad_scaler=self.scaler.state_dict() if self.scaler is not None else {},
@@ -163,6 +171,7 @@ class Trainer:
     def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:
         cfg = self.config
         rng = epoch_rng(cfg.run.seed, self.env.rank, epoch)
+        self.data.prepare.start_epoch(self.env.rank, epoch)
         self.replica.module.train()
         progress.start_epoch(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
@@ -170,7 +179,7 @@ class Trainer:
         k = cfg.optim.accumulate
         batches = iter(
             Prefetcher(
-                lambda: self.data.sampler.batch(cfg.optim.batch_size, rng),
+                lambda: self.data.sampler.batch_with_tiles(cfg.optim.batch_size, rng),
                 self.geometry.steps_per_epoch * k,
                 pin_memory=self.device.type == "cuda",
             )
@@ -180,8 +189,8 @@ class Trainer:
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
             micro = []
-            for images, labels in itertools.islice(batches, k):
-                inputs = self.data.prepare(images.to(self.device, non_blocking=True))
+            for images, labels, tiles in itertools.islice(batches, k):
+                inputs = self.data.prepare(images.to(self.device, non_blocking=True), tiles)
                 if not self.channels_last:
                     inputs = inputs.contiguous()
                 micro.append((inputs, labels.to(self.device, non_blocking=True).long()))
@@ -197,12 +206,16 @@ class Trainer:
             )
             if self.replica.local_sgd is not None:
                 self.replica.local_sgd.after_step()
+            if self.ema is not None:
+                self.ema.update(self.model)
             loss_sum += loss
             if progress.enabled:
                 progress.update(step + 1, loss, (step + 1) * self.geometry.global_batch)
         progress.end_epoch()
         if self.replica.local_sgd is not None:
             self.replica.local_sgd.synchronize()
+            if self.ema is not None:  # each worker averaged its own steps
+                average_across_workers(self.ema.module)
         total = loss_sum.to(self.reduce_device).clone()
         all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
@@ -213,16 +226,21 @@ class Trainer:
             return None, 0.0
         cfg = self.config
         predictor = SlidingWindowPredictor(
-            self.model,
+            self.ema.module if self.ema is not None else self.model,
             cfg.data.patch_size,
             cfg.run.val_overlap,
             cfg.optim.batch_size,
-            self.data.prepare,
+            tile_normalizer(cfg.data, None, self.device),
             self.device,
             self.autocast_dtype,
         )
+        stats = self.data.val_stats
         confusion = validation_confusion(
-            predictor, self.data.val_tiles, self.mapping.num_classes, self.reduce_device
+            predictor,
+            self.data.val_tiles,
+            self.mapping.num_classes,
+            self.reduce_device,
+            lambda i: tile_normalizer(cfg.data, stats[i], self.device),
         )
         return metrics_from_confusion(confusion.numpy(), self.mapping.names), (
             time.perf_counter() - start
@@ -243,6 +261,8 @@ class Trainer:
         self._build_model()
         start_epoch, best = self._resume(self.data)
         self.engine.broadcast_initial(self.model, self.optimizer, resumed=start_epoch > 0)
+        self.ema = start_ema(self.model, cfg.optim.ema_decay, self.resumed)
+        self.resumed = None
         if start_epoch >= cfg.optim.epochs:
             log.info(
                 "nothing to do: the run already has %d epoch(s), --epochs is %d",
@@ -343,6 +363,10 @@ class Trainer:
     def _verify_replicas(self) -> None:
         """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""
         digest = parameter_digest(self.model)
+        if self.ema is not None:
+            digest = hashlib.sha256(
+                (digest + parameter_digest(self.ema.module)).encode()
+            ).hexdigest()
         digests = all_gather_object(digest)
         if len(set(digests)) != 1:
             raise TrainingError(f"worker weights diverged: parameter digests {digests}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 
 from landcover.data.raster import TileArrays
@@ -15,6 +17,7 @@ def validation_confusion(
     tiles: list[TileArrays],
     num_classes: int,
     reduce_device: torch.device,
+    prepare_for: Callable[[int], Callable[[torch.Tensor], torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """Predicts this worker's validation tiles and sums confusion matrices over all workers.
 
@@ -25,12 +28,16 @@ def validation_confusion(
         tiles: This worker's validation tiles.
         num_classes: Number of classes.
         reduce_device: Device of the collective backend (CUDA for NCCL, CPU for Gloo).
+        prepare_for: The normaliser of the i-th tile (``data.normalize: per_tile``), set as the
+            predictor's before the tile; ``None`` keeps the predictor's.
 
     Returns:
         The ``(K, K)`` int64 confusion matrix over every worker's tiles.
     """
     total = torch.zeros((num_classes, num_classes), dtype=torch.int64)
-    for tile in tiles:
+    for i, tile in enumerate(tiles):
+        if prepare_for is not None:
+            predictor.prepare = prepare_for(i)
         height, width = tile.label.shape
         for row, probs in predictor.iter_strips(lambda a, b, t=tile: t.image[a:b], height, width):
             label = torch.from_numpy(tile.label[row : row + probs.shape[1]])

@@ -1,0 +1,95 @@
+"""From a uint8 training batch on the device to model input: augmentation, then normalisation.
+
+The batch is made float on the 0..1 scale, perturbed photometrically (``data.photometric``,
+:mod:`landcover.data.photometric`), then standardised: by the training data's band statistics
+(``data.normalize: global``) or by each patch's own tile's (``per_tile``; the sampler says
+which tile each patch came from). Validation tiles are standardised the way ``predict`` and
+``evaluate`` standardise a tile
+(:func:`~landcover.data.normalize.tile_normalizer`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+
+from landcover.config import DataConfig
+from landcover.data.normalize import TileStats, array_band_stats
+from landcover.data.photometric import PhotometricRanges, photometric
+from landcover.data.raster import TileArrays
+
+
+def tile_stats(tiles: list[TileArrays]) -> list[TileStats | None]:
+    """Each tile's band statistics over its valid pixels.
+
+    Args:
+        tiles: Tiles in memory.
+
+    Returns:
+        One entry per tile (``None`` for a tile without valid pixels).
+    """
+    return [array_band_stats(t.image, t.nodata) for t in tiles]
+
+
+class TrainingInput:
+    """Turns sampled uint8 batches into augmented, normalised model input.
+
+    Args:
+        cfg: The data settings (resolved: ``mean``/``std`` are numbers).
+        tiles: The worker's training tiles, in the sampler's order (for ``per_tile``).
+        device: Where the batches will be.
+        seed: The seed of the photometric draws (combined with the epoch by :meth:`start_epoch`).
+    """
+
+    def __init__(
+        self, cfg: DataConfig, tiles: list[TileArrays], device: torch.device, seed: int = 0
+    ) -> None:
+        self.p = cfg.photometric
+        self.ranges = PhotometricRanges().scaled(cfg.photometric_strength)
+        self.device = device
+        self.seed = seed
+        self.generator = torch.Generator(device=device)
+        self.generator.manual_seed(seed)
+        mean = torch.tensor([list(cfg.mean)], dtype=torch.float32)  # type: ignore[arg-type]
+        std = torch.tensor([list(cfg.std)], dtype=torch.float32)  # type: ignore[arg-type]
+        if cfg.normalize == "per_tile":
+            own = tile_stats(tiles)
+            mean = torch.tensor([s.mean if s else list(cfg.mean) for s in own])  # type: ignore[arg-type]
+            std = torch.tensor([s.std if s else list(cfg.std) for s in own])  # type: ignore[arg-type]
+        self.per_tile = cfg.normalize == "per_tile"
+        mean, std = mean.to(device), std.to(device)
+        # the very arithmetic of BandNormalizer: (T, C) factors of each tile (T = 1: global)
+        self.scale_dn = 1.0 / (255.0 * std)
+        self.scale = 1.0 / std
+        self.shift = mean / std
+
+    def start_epoch(self, rank: int, epoch: int) -> None:
+        """Reseeds the photometric draws for one worker and epoch (reproducible on resume).
+
+        Args:
+            rank: The worker's rank.
+            epoch: The epoch (0-based).
+        """
+        state = np.random.SeedSequence([self.seed, rank, epoch]).generate_state(1, np.uint64)
+        self.generator.manual_seed(int(state[0]) & 0x7FFF_FFFF_FFFF_FFFF)
+
+    def __call__(self, images: torch.Tensor, tiles: torch.Tensor | None = None) -> torch.Tensor:
+        """Augments and normalises a batch.
+
+        Args:
+            images: ``(B, H, W, C)`` uint8 tensor on the device.
+            tiles: ``(B,)`` index of each patch's tile in the worker's tiles (``per_tile``).
+
+        Returns:
+            ``(B, C, H, W)`` float32 model input (memory channels-last).
+        """
+        if self.per_tile and tiles is not None:
+            index = tiles.to(self.device, dtype=torch.long)
+        else:
+            index = torch.zeros(1, dtype=torch.long, device=self.device)
+        shift = self.shift[index][:, :, None, None]
+        x = images.permute(0, 3, 1, 2).float()
+        if self.p <= 0:
+            return x * self.scale_dn[index][:, :, None, None] - shift
+        x = photometric(x * (1.0 / 255.0), self.p, self.generator, self.ranges)
+        return x * self.scale[index][:, :, None, None] - shift
