@@ -545,7 +545,6 @@ def cluster_azureml(
     from landcover.cluster.plan import make_plan
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
-    from landcover.diskerrors import check_output_folder
 
     if job not in ("train", "predict"):
         raise typer.BadParameter("must be train or predict", param_hint="--job")
@@ -563,7 +562,6 @@ def cluster_azureml(
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)
-    check_output_folder(out)
     files = write_azureml(
         spec,
         plan,

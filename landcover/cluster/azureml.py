@@ -43,6 +43,7 @@ from landcover.cluster.spec import (
     secret_in_text,
 )
 from landcover.config import read_config_tree
+from landcover.diskerrors import check_output_folder
 from landcover.fileio import atomic_write_text
 from landcover.parallel.engines import DEFAULT_ENGINE, ENGINES
 from landcover.redaction import redact_tree
@@ -539,7 +540,7 @@ def write_azureml(
         inputs["config"] = {"type": "uri_file", "path": str(config_file), "mode": "download"}
 
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_output_folder(out)  # after every check above, so a refused job leaves no folder
     if merged is not None:  # the job downloads one file: merge the included ones into it
         config_file = out / "config.yaml"
         _dump(config_file, merged)
