@@ -7,19 +7,25 @@ import shutil
 from pathlib import Path
 
 import numpy as np
+import pytest
 import rasterio
 import torch
-from scipy import ndimage
+from scipy import ndimage, special
 
 from landcover.checkpoint import load_checkpoint
 from landcover.classes import resolve_mapping
 from landcover.config import Config, DataConfig, config_from_dict
+from landcover.data import photometric as photometric_module
 from landcover.data.normalize import array_band_stats, dataset_band_stats
 from landcover.data.photometric import (
     BLUR_KERNEL,
+    NOISE_LEVELS,
     PhotometricDraw,
     PhotometricRanges,
     gaussian_kernels,
+    gaussian_kernels_1d,
+    photometric,
+    photometric_uint8,
 )
 from landcover.data.raster import TileArrays
 from landcover.data.sampler import PatchSampler
@@ -57,8 +63,13 @@ def test_sampled_patches_keep_image_and_label_aligned() -> None:
 
 
 def _numpy_photometric(x: np.ndarray, draw: PhotometricDraw) -> np.ndarray:
-    gain, offset = draw.gain.numpy(), draw.offset.numpy()
-    gamma, noise = draw.gamma.numpy(), draw.noise.numpy()
+    gain, offset, gamma = draw.gain.numpy(), draw.offset.numpy(), draw.gamma.numpy()
+    chosen = draw.chosen.numpy()
+    # the noise: each code stands for the normal quantile of its 1/65536 of probability
+    codes = draw.noise_codes().numpy().transpose(0, 3, 1, 2).astype(np.float64)
+    noise = np.zeros_like(x)
+    sd = draw.noise_sd.numpy().astype(np.float64)[chosen, None, None, None]
+    noise[chosen] = sd * special.ndtri((codes + 0.5) / NOISE_LEVELS)
     y = np.clip(x, 0, 1) ** gamma * gain + offset + noise
     for b, sigma in enumerate(draw.blur_sigma.numpy()):
         if sigma > 0:
@@ -80,6 +91,7 @@ def test_photometric_matches_numpy_and_leaves_unchosen_patches_alone() -> None:
         out, _numpy_photometric(x.numpy().astype(np.float64), draw), atol=2e-5
     )
     chosen = (draw.gain != 1).flatten(1).any(1).numpy()
+    np.testing.assert_array_equal(chosen, draw.chosen.numpy())
     blurred = (draw.blur_sigma > 0).numpy()
     assert 0 < chosen.sum() < 16 and blurred.any() and not blurred[~chosen].any()
     np.testing.assert_array_equal(out[~chosen], x.numpy()[~chosen])  # unchosen: unchanged
@@ -87,10 +99,58 @@ def test_photometric_matches_numpy_and_leaves_unchosen_patches_alone() -> None:
     assert (draw.offset.abs().max() * 255) > 20 and draw.gain.min() < 0.75
 
 
+def test_noise_codes_are_uniform_and_the_noise_standard_normal() -> None:
+    gen = torch.Generator().manual_seed(8)
+    draw = PhotometricDraw.draw((8, 4, 64, 64), 1.0, gen, PhotometricRanges(), gen.device)
+    codes = draw.noise_codes().numpy().ravel()
+    assert codes.min() >= 0 and codes.max() < NOISE_LEVELS
+    counts = np.bincount(codes >> 12, minlength=16)  # 16 bins of 4096 codes
+    expected = len(codes) / 16
+    assert ((counts - expected) ** 2 / expected).sum() < 40  # chi-square, 15 dof: p < 1e-3
+    z = special.ndtri((codes + 0.5) / NOISE_LEVELS)
+    assert abs(z.mean()) < 0.01 and abs(z.std() - 1) < 0.01
+    assert abs((np.abs(z) < 1).mean() - 0.6827) < 0.005
+    # every patch and band draws its own noise
+    per_patch = draw.noise_codes().numpy()
+    assert (per_patch[0] == per_patch[1]).mean() < 0.01
+    assert (per_patch[0, ..., 0] == per_patch[0, ..., 1]).mean() < 0.01
+
+
+def test_uint8_fast_path_equals_the_float_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    gen = torch.Generator().manual_seed(11)
+    images = torch.randint(0, 256, (10, 36, 44, 4), generator=gen, dtype=torch.uint8)
+    x = images.permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+    ranges = PhotometricRanges(blur_p=0.5)
+    state = gen.get_state()
+    draw = PhotometricDraw.draw(x.shape, 0.6, gen, ranges, x.device)
+    assert 0 < int(draw.chosen.sum()) < 10 and (draw.blur_sigma > 0).any()
+    expected = draw.apply(x)
+    torch.testing.assert_close(draw.apply_uint8(images), expected, atol=1e-6, rtol=0)
+    planar = images.permute(0, 3, 1, 2).contiguous()
+    torch.testing.assert_close(draw.apply_uint8(planar, False), expected, atol=1e-6, rtol=0)
+    # standardised on the way out: per patch, or one for all
+    scale, shift = torch.rand((10, 4), generator=gen) + 1, torch.rand((10, 4), generator=gen)
+    for s, t in ((scale, shift), (scale[:1], shift[:1])):
+        standardised = expected * s[:, :, None, None] - t[:, :, None, None]
+        torch.testing.assert_close(draw.apply_uint8(images, True, s, t), standardised)
+    # the functions draw the same perturbation from the same generator state
+    gen.set_state(state)
+    fast = photometric_uint8(images, 0.6, gen, ranges)
+    gen.set_state(state)
+    torch.testing.assert_close(fast, photometric(x, 0.6, gen, ranges), atol=1e-6, rtol=0)
+    torch.testing.assert_close(fast, expected, atol=1e-6, rtol=0)
+    # the patches processed together on the CPU do not change the result
+    for chunk in (1, 3, 16):
+        monkeypatch.setattr(photometric_module, "CPU_CHUNK", chunk)
+        torch.testing.assert_close(draw.apply_uint8(images), fast, atol=1e-6, rtol=0)
+
+
 def test_gaussian_kernels_are_normalised() -> None:
     k = gaussian_kernels(torch.tensor([0.5, 1.2]))
     assert k.shape == (2, 1, BLUR_KERNEL, BLUR_KERNEL)
     torch.testing.assert_close(k.sum(dim=(1, 2, 3)), torch.ones(2))
+    one_d = gaussian_kernels_1d(torch.tensor([0.5, 1.2]))  # the separable blur's
+    torch.testing.assert_close(one_d[:, :, None] * one_d[:, None, :], k[:, 0])
 
 
 def test_training_input_augments_images_only_and_normalises_per_tile() -> None:
@@ -115,6 +175,10 @@ def test_training_input_augments_images_only_and_normalises_per_tile() -> None:
     a = prepare(images)
     prepare.start_epoch(0, 0)
     torch.testing.assert_close(prepare(images), a)  # reproducible per (seed, rank, epoch)
+    prepare.start_epoch(0, 0)  # the uint8 fast path: the float pass, then standardised
+    floats = images.permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+    perturbed = photometric(floats, 1.0, prepare.generator, prepare.ranges)
+    torch.testing.assert_close(a, (perturbed - 0.5) / 0.25, atol=1e-5, rtol=1e-5)
     plain = (images.permute(0, 3, 1, 2).float() / 255 - 0.5) / 0.25
     assert (a - plain).abs().mean() > 0.05
 

@@ -1,9 +1,9 @@
 """Photometric augmentation of 4-band imagery, batched on the device, for shift between flights.
 
 NAIP flights differ by tens of digital numbers per band (camera, contractor, sun, haze) and
-autumn flights have a lower NIR and browner fields. This module perturbs a whole
-``(B, C, H, W)`` float batch on the 0..1 scale (after the uint8 patches reached the device,
-before normalisation) with, per patch drawn with probability ``p``:
+autumn flights have a lower NIR and browner fields. This module perturbs a batch on the 0..1
+scale (after the uint8 patches reached the device, before normalisation) with, per patch drawn
+with probability ``p``:
 
 - a per-band gain (contrast, log-uniform; covers an autumn NIR drop of a third),
 - a per-band offset (brightness / channel shift, uniform, tens of DN),
@@ -11,24 +11,49 @@ before normalisation) with, per patch drawn with probability ``p``:
 - Gaussian sensor noise (per-patch standard deviation, uniform),
 - a Gaussian blur (haze, defocus, resampling), with probability ``blur_p``.
 
-Labels are never touched and no pixel moves: image and label stay aligned. Why our own and not
-albumentations: the pass works on the float batch where training already has it (on the GPU in
-a CUDA run, where a few element-wise operations over a batch cost next to nothing and no CPU
-time is taken from the sampler), its draws come from a ``torch.Generator`` the caller seeds
-per (seed, rank, epoch) (a batch stays reproducible, also on resume), it needs no dependency,
-and its arithmetic is exact enough to test against numpy. On the CPU it is the slower one:
-``benchmarks/augment_bench.py`` measured 64 patches of 256 px on one shared core at 2.1 s,
-against 0.44 s for albumentations 2.0.8 per patch (uint8 lookup tables in OpenCV), so CPU-only
-runs pay for it (``data.photometric`` is off by default).
+Labels are never touched and no pixel moves: image and label stay aligned.
+
+Two entry points share one draw and one pass: :func:`photometric_uint8` takes the uint8 batch
+training has (``(B, H, W, C)`` or ``(B, C, H, W)``) and maps every value through a per-(patch,
+band) lookup table of 256 floats (``clip(x / 255) ** gamma * gain + offset``: the gamma is
+paid on 256 values, not on every pixel), optionally standardising on the way out;
+:func:`photometric` takes a float batch on the 0..1 scale and does the same arithmetic per pixel.
+Noise and blur are computed for the chosen (and blurred) patches only. The noise is a standard
+normal drawn as 16-bit codes mapped through a table of normal quantiles
+(:func:`normal_table`: Gaussian to 1/65536 of probability, tails cut at 4.3 standard
+deviations), four codes per 64 random bits: about half the cost of ``torch.randn`` on the CPU. The blur
+is separable (two 5-tap passes). On the CPU the batch is processed one patch at a time, so its
+scratch stays in cache and is reused (fresh memory costs page faults); elsewhere in one chunk.
+
+Why our own and not albumentations: the pass works on the batch where training already has it
+(on the GPU in a CUDA run, where a few element-wise operations over a batch cost next to nothing
+and no CPU time is taken from the sampler), its draws come from a ``torch.Generator`` the caller
+seeds per (seed, rank, epoch) (a batch stays reproducible, also on resume), it needs no
+dependency, its arithmetic is exact enough to test against numpy, and on the CPU it is the
+faster one too: ``benchmarks/augment_bench.py`` measured the path training uses (a uint8 batch
+of 64 patches of 256 px in, the perturbed float batch out, every patch perturbed, one thread,
+on 2 cores another job kept busy) at 0.063 s against 0.096 s for albumentations 2.0.8 per
+patch, then stacked and made float, in the same run (1.5x; 1.5 to 1.6x over four runs). The
+earlier per-pixel float pass took 0.40 to 0.46 s there (0.2x); about 25 ms of the 63 are the
+page faults of the fresh 67 MB float batch, which both sides pay.
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-import torch.nn.functional as F
+
+BLUR_KERNEL = 5
+"""Side of the blur kernel (sigma up to about 1.2 px fits in it)."""
+
+NOISE_LEVELS = 65536
+"""Noise codes are 16 bits, each standing for one quantile of the standard normal."""
+
+CPU_CHUNK = 1
+"""Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""
 
 
 @dataclass(frozen=True)
@@ -75,10 +100,6 @@ class PhotometricRanges:
         )
 
 
-BLUR_KERNEL = 5
-"""Side of the blur kernel (sigma up to about 1.2 px fits in it)."""
-
-
 def _log_uniform(
     low: float, high: float, shape: tuple[int, ...], gen: torch.Generator, device: torch.device
 ) -> torch.Tensor:
@@ -86,8 +107,23 @@ def _log_uniform(
     return torch.exp(math.log(low) + u * (math.log(high) - math.log(low)))
 
 
+def gaussian_kernels_1d(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tensor:
+    """Normalised 1-D Gaussian kernels, one per sigma (the blur applies one along each axis).
+
+    Args:
+        sigma: ``(N,)`` standard deviations in pixels.
+        size: Kernel length (odd).
+
+    Returns:
+        ``(N, size)`` float32 kernels summing to 1.
+    """
+    r = torch.arange(size, device=sigma.device, dtype=torch.float32) - size // 2
+    one_d = torch.exp(-(r[None, :] ** 2) / (2 * sigma.float()[:, None] ** 2))
+    return one_d / one_d.sum(dim=1, keepdim=True)
+
+
 def gaussian_kernels(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tensor:
-    """Normalised 2-D Gaussian kernels, one per sigma.
+    """Normalised 2-D Gaussian kernels, one per sigma (the outer product of the 1-D ones).
 
     Args:
         sigma: ``(N,)`` standard deviations in pixels.
@@ -96,10 +132,87 @@ def gaussian_kernels(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tens
     Returns:
         ``(N, 1, size, size)`` kernels summing to 1.
     """
-    r = torch.arange(size, device=sigma.device, dtype=torch.float32) - size // 2
-    one_d = torch.exp(-(r[None, :] ** 2) / (2 * sigma[:, None] ** 2))
-    one_d = one_d / one_d.sum(dim=1, keepdim=True)
+    one_d = gaussian_kernels_1d(sigma, size)
     return (one_d[:, :, None] * one_d[:, None, :])[:, None]
+
+
+_NORMAL_TABLES: dict[torch.device, torch.Tensor] = {}
+
+
+def normal_table(device: torch.device) -> torch.Tensor:
+    """The standard normal quantiles a noise code stands for.
+
+    Args:
+        device: Where the table is wanted.
+
+    Returns:
+        ``(NOISE_LEVELS,)`` float32: entry ``k`` is the normal quantile of
+        ``(k + 0.5) / NOISE_LEVELS`` (from -4.32 to 4.32).
+    """
+    table = _NORMAL_TABLES.get(device)
+    if table is None:
+        u = (torch.arange(NOISE_LEVELS, dtype=torch.float64) + 0.5) / NOISE_LEVELS
+        table = torch.special.ndtri(u).float().to(device)
+        _NORMAL_TABLES[device] = table
+    return table
+
+
+def noise_codes(
+    gen: torch.Generator,
+    count: int,
+    out: torch.Tensor | None = None,
+    bits: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Draws ``count`` uniform 16-bit noise codes (four per 64 random bits).
+
+    Args:
+        gen: The random generator (on the device wanted).
+        count: How many codes.
+        out: Optional int32 tensor of ``count`` elements to write into.
+        bits: Optional int64 scratch of ``ceil(count / 4)`` elements.
+
+    Returns:
+        ``(count,)`` int32 codes in ``0..NOISE_LEVELS - 1``: each 16-bit word of the bits, read
+        as a signed integer, plus 32768.
+    """
+    if bits is None:
+        bits = torch.empty(-(-count // 4), dtype=torch.int64, device=gen.device)
+    bits.random_(-(2**63), None, generator=gen)  # the full 64-bit range
+    if out is None:
+        out = torch.empty(count, dtype=torch.int32, device=gen.device)
+    out = out.view(-1)
+    out.copy_(bits.view(torch.int16)[:count])
+    return out.add_(NOISE_LEVELS // 2)
+
+
+def _blur_hwc_(y: torch.Tensor, weights: torch.Tensor, scratch: torch.Tensor) -> None:
+    """Separable Gaussian blur of ``(N, H, W, C)`` patches with reflected borders, in place.
+
+    Args:
+        y: ``(N, H, W, C)`` float patches, overwritten with their blurred values.
+        weights: ``(N, BLUR_KERNEL)`` 1-D kernels, one per patch.
+        scratch: Float scratch of at least ``N * (H + 4) * (2 * W + 4) * C`` elements (for
+            ``BLUR_KERNEL`` 5), same device.
+    """
+    n, h, w, c = y.shape
+    r = BLUR_KERNEL // 2
+    size = n * (h + 2 * r) * (w + 2 * r) * c
+    padded = scratch[:size].view(n, h + 2 * r, w + 2 * r, c)
+    rows = scratch[size : size + n * (h + 2 * r) * w * c].view(n, h + 2 * r, w, c)
+    padded[:, r : r + h, r : r + w] = y
+    for k in range(1, r + 1):  # reflect (no edge repeat): columns, then rows of the result
+        padded[:, r : r + h, r - k] = y[:, :, k]
+        padded[:, r : r + h, r + w - 1 + k] = y[:, :, w - 1 - k]
+    for k in range(1, r + 1):
+        padded[:, r - k] = padded[:, r + k]
+        padded[:, r + h - 1 + k] = padded[:, r + h - 1 - k]
+    wt = weights.to(y.dtype)[:, :, None, None, None]  # (N, K, 1, 1, 1)
+    torch.mul(padded[:, :, 0:w], wt[:, 0], out=rows)
+    for k in range(1, BLUR_KERNEL):
+        rows.addcmul_(padded[:, :, k : k + w], wt[:, k])
+    torch.mul(rows[:, 0:h], wt[:, 0], out=y)
+    for k in range(1, BLUR_KERNEL):
+        y.addcmul_(rows[:, k : k + h], wt[:, k])
 
 
 @dataclass
@@ -110,26 +223,37 @@ class PhotometricDraw:
         gain: ``(B, C, 1, 1)`` per-band gain.
         offset: ``(B, C, 1, 1)`` per-band offset (0..1 scale).
         gamma: ``(B, 1, 1, 1)`` per-patch gamma.
-        noise: ``(B, C, H, W)`` additive noise (0..1 scale; zeros where not chosen).
+        chosen: ``(B,)`` bool: the patches perturbed (the others are only clamped to 0..1).
+        noise_sd: ``(B,)`` noise standard deviation (0..1 scale; 0 where not chosen).
+        noise_seed: Seeds the generator of the chosen patches' noise codes
+            (:meth:`noise_codes`).
         blur_sigma: ``(B,)`` blur sigma in pixels; 0 where a patch is not blurred.
+        shape: The batch's ``(B, C, H, W)``.
     """
 
     gain: torch.Tensor
     offset: torch.Tensor
     gamma: torch.Tensor
-    noise: torch.Tensor
+    chosen: torch.Tensor
+    noise_sd: torch.Tensor
+    noise_seed: int
     blur_sigma: torch.Tensor
+    shape: tuple[int, int, int, int]
 
     @classmethod
     def draw(
         cls,
-        shape: torch.Size,
+        shape: torch.Size | tuple[int, ...],
         p: float,
         gen: torch.Generator,
         ranges: PhotometricRanges,
         device: torch.device,
     ) -> PhotometricDraw:
         """Draws a batch's perturbation.
+
+        The draws, in order: chosen ``(B,)``, gain ``(B, C)``, offset ``(B, C)``, gamma
+        ``(B,)``, noise standard deviation ``(B,)``, blurred ``(B,)``, sigma ``(B,)`` (all
+        uniform), then one integer, the seed of the noise codes.
 
         Args:
             shape: The batch's ``(B, C, H, W)``.
@@ -141,7 +265,7 @@ class PhotometricDraw:
         Returns:
             The draw.
         """
-        b, c = shape[0], shape[1]
+        b, c, h, w = (int(s) for s in shape)
         r = ranges
 
         def rand(*size: int) -> torch.Tensor:
@@ -154,36 +278,176 @@ class PhotometricDraw:
         noise_sd = rand(b, 1, 1, 1) * r.noise * chosen
         blurred = (rand(b) < r.blur_p).float() * chosen.view(-1)
         sigma = r.blur_sigma[0] + rand(b) * (r.blur_sigma[1] - r.blur_sigma[0])
-        noise = torch.randn(tuple(shape), generator=gen, device=device) * noise_sd
+        seed = torch.randint(0, 2**62, (1,), generator=gen, device=device)
         return cls(
             gain=1 + chosen * (gain - 1),
             offset=chosen * offset,
             gamma=1 + chosen * (gamma - 1),
-            noise=noise,
+            chosen=chosen.view(-1) > 0,
+            noise_sd=noise_sd.view(-1),
+            noise_seed=int(seed.item()),
             blur_sigma=sigma * blurred,
+            shape=(b, c, h, w),
         )
 
+    def noise_codes(self) -> torch.Tensor:
+        """The chosen patches' noise codes, as :meth:`apply` draws them.
+
+        Returns:
+            ``(K, H, W, C)`` int32 codes of the ``K`` chosen patches in batch order (pixel
+            ``(h, w)``, band ``c``); the noise is ``noise_sd * normal_table()[code]``.
+        """
+        _, c, h, w = self.shape
+        gen = torch.Generator(device=self.gain.device)
+        gen.manual_seed(self.noise_seed)
+        k = int(self.chosen.sum())
+        codes = torch.empty((k, h, w, c), dtype=torch.int32, device=self.gain.device)
+        for patch in codes:  # one draw per patch, as apply draws them
+            noise_codes(gen, h * w * c, patch)
+        return codes
+
     def apply(self, x: torch.Tensor) -> torch.Tensor:
-        """Applies the perturbation: ``clip(blur(x ** gamma * gain + offset + noise))``.
+        """Applies the perturbation: ``clip(blur(clip(x) ** gamma * gain + offset + noise))``.
 
         Args:
             x: ``(B, C, H, W)`` float imagery on the 0..1 scale.
 
         Returns:
-            The perturbed imagery, clamped to 0..1.
+            The perturbed imagery, clamped to 0..1: ``(B, C, H, W)`` float32 (memory
+            channels-last).
         """
-        y = x.clamp(min=0.0, max=1.0).pow(self.gamma) * self.gain + self.offset + self.noise
-        idx = (self.blur_sigma > 0).nonzero().view(-1)
-        if len(idx):
-            c = y.shape[1]
-            kernels = gaussian_kernels(self.blur_sigma[idx]).repeat_interleave(c, dim=0)
-            sub = y[idx].reshape(1, -1, *y.shape[2:])
-            pad = BLUR_KERNEL // 2
-            sub = F.conv2d(
-                F.pad(sub, (pad,) * 4, mode="reflect"), kernels.to(y.dtype), groups=len(kernels)
-            )
-            y = y.index_copy(0, idx, sub.view(len(idx), c, *y.shape[2:]))
-        return y.clamp(min=0.0, max=1.0)
+        b, c = self.shape[:2]
+        gamma, gain = self.gamma.view(b, 1, 1, 1), self.gain.view(b, 1, 1, c)
+        offset = self.offset.view(b, 1, 1, c)
+        source = x.permute(0, 2, 3, 1)
+        chosen = self.chosen.tolist()
+
+        def fill(start: int, stop: int, chunk: torch.Tensor, _: torch.Tensor) -> None:
+            chunk.copy_(source[start:stop]).clamp_(min=0.0, max=1.0)
+            if any(chosen[start:stop]):
+                chunk.pow_(gamma[start:stop]).mul_(gain[start:stop]).add_(offset[start:stop])
+
+        return self._run(fill, x.device, None, None)
+
+    def apply_uint8(
+        self,
+        images: torch.Tensor,
+        channels_last: bool = True,
+        scale: torch.Tensor | None = None,
+        shift: torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Applies the perturbation to uint8 imagery through per-(patch, band) lookup tables.
+
+        Equal (to float rounding) to :meth:`apply` on ``images.float() / 255``, then
+        ``* scale - shift`` when given.
+
+        Args:
+            images: uint8 imagery, ``(B, H, W, C)`` (``channels_last``) or ``(B, C, H, W)``.
+            channels_last: Whether ``images`` is ``(B, H, W, C)``.
+            scale: Optional ``(B, C)`` or ``(1, C)`` factor applied after the clamp.
+            shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
+
+        Returns:
+            ``(B, C, H, W)`` float32 (memory channels-last): the perturbed imagery on the 0..1
+            scale, clamped, then standardised when ``scale``/``shift`` are given.
+
+        Raises:
+            TypeError: When ``images`` is not uint8.
+        """
+        if images.dtype != torch.uint8:
+            raise TypeError(f"apply_uint8 takes uint8 imagery, not {images.dtype}")
+        b, c, h, w = self.shape
+        source = images if channels_last else images.permute(0, 2, 3, 1)
+        device = images.device
+        # the table: every value a uint8 can take, through the very arithmetic of apply
+        values = torch.arange(256, device=device, dtype=torch.float32) * (1.0 / 255.0)
+        values = values.clamp(min=0.0, max=1.0).view(1, 1, 256)
+        table = (values.pow(self.gamma.view(b, 1, 1)) * self.gain.view(b, c, 1)).add_(
+            self.offset.view(b, c, 1)
+        )
+        table = table.view(-1)
+        band = (torch.arange(c, device=device, dtype=torch.int32) * 256).repeat(w)
+        patch = torch.arange(b, device=device, dtype=torch.int32) * (c * 256)
+
+        def fill(start: int, stop: int, chunk: torch.Tensor, index: torch.Tensor) -> None:
+            n = stop - start
+            # a (patch, band) row index, the batch's own patch offsets folded into the table
+            rows = (patch[:n, None] + band[None]).view(n, 1, w * c)
+            index = index[:n].view(n, h, w * c)
+            index.view(n, h, w, c).copy_(source[start:stop])
+            index.add_(rows)
+            part = table[start * c * 256 : stop * c * 256]
+            torch.index_select(part, 0, index.view(-1), out=chunk.view(-1))
+
+        return self._run(fill, device, scale, shift)
+
+    def _run(
+        self,
+        fill: Callable[[int, int, torch.Tensor, torch.Tensor], None],
+        device: torch.device,
+        scale: torch.Tensor | None,
+        shift: torch.Tensor | None,
+    ) -> torch.Tensor:
+        """The pass shared by :meth:`apply` and :meth:`apply_uint8`, chunk by chunk.
+
+        Args:
+            fill: Writes ``x ** gamma * gain + offset`` of patches ``start:stop`` into a
+                ``(n, H, W, C)`` float chunk, given an int32 scratch of as many elements.
+            device: The batch's device.
+            scale: Optional ``(B, C)`` or ``(1, C)`` factor applied after the clamp.
+            shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
+
+        Returns:
+            ``(B, C, H, W)`` float32, memory channels-last.
+        """
+        b, c, h, w = self.shape
+        out = torch.empty((b, h, w, c), dtype=torch.float32, device=device)
+        step = CPU_CHUNK if device.type == "cpu" else b
+        index = torch.empty((min(step, b), h, w, c), dtype=torch.int32, device=device)
+        noise = torch.empty((min(step, b), h, w, c), dtype=torch.float32, device=device)
+        bits = torch.empty(-(-h * w * c // 4), dtype=torch.int64, device=device)
+        scratch: torch.Tensor | None = None  # the blur's, made when a patch is blurred
+        chosen = self.chosen.tolist()
+        blurred = (self.blur_sigma > 0).tolist()
+        kernels = gaussian_kernels_1d(self.blur_sigma.clamp(min=1e-3))
+        table = normal_table(device)
+        gen = torch.Generator(device=device)
+        gen.manual_seed(self.noise_seed)
+        rows = None
+        if scale is not None or shift is not None:
+            ones = torch.ones((1, c), device=device)
+            scale_rows = (ones if scale is None else scale).float().repeat(1, w)
+            shift_rows = (0 * ones if shift is None else shift).float().repeat(1, w)
+            rows = (scale_rows[:, None], shift_rows[:, None])  # (B or 1, 1, W * C)
+        for start in range(0, b, step):
+            stop = min(start + step, b)
+            chunk = out[start:stop]
+            fill(start, stop, chunk, index)
+            noisy = [i for i in range(start, stop) if chosen[i]]
+            if noisy:
+                codes, values = index[: len(noisy)], noise[: len(noisy)]
+                for patch in codes:  # one draw per patch: the same codes whatever the chunks
+                    noise_codes(gen, h * w * c, patch, bits)
+                torch.index_select(table, 0, codes.view(-1), out=values.view(-1))
+                for i, patch in zip(noisy, values, strict=True):
+                    out[i].addcmul_(patch, self.noise_sd[i])
+            smooth = [i for i in range(start, stop) if blurred[i]]
+            if smooth and scratch is None:  # reused: fresh memory costs its page faults
+                r = BLUR_KERNEL // 2
+                scratch = out.new_empty(len(index) * (h + 2 * r) * (2 * w + 2 * r) * c)
+            if len(smooth) == stop - start:
+                _blur_hwc_(chunk, kernels[start:stop], scratch)
+            elif smooth:
+                idx = torch.tensor(smooth, device=device)
+                patches = out.index_select(0, idx)
+                _blur_hwc_(patches, kernels[idx], scratch)
+                out.index_copy_(0, idx, patches)
+            chunk.clamp_(min=0.0, max=1.0)
+            if rows is not None:
+                s, t = (v if len(v) == 1 else v[start:stop] for v in rows)
+                flat = chunk.view(stop - start, h, w * c)
+                flat.mul_(s).sub_(t)
+        return out.permute(0, 3, 1, 2)
 
 
 def photometric(
@@ -192,7 +456,7 @@ def photometric(
     gen: torch.Generator,
     ranges: PhotometricRanges | None = None,
 ) -> torch.Tensor:
-    """Perturbs a batch photometrically: each patch with probability ``p``, the rest unchanged.
+    """Perturbs a float batch photometrically: each patch with probability ``p``.
 
     Args:
         x: ``(B, C, H, W)`` float imagery on the 0..1 scale.
@@ -201,7 +465,41 @@ def photometric(
         ranges: The ranges (default :class:`PhotometricRanges`).
 
     Returns:
-        A new ``(B, C, H, W)`` tensor on the 0..1 scale (clamped), same device.
+        A new ``(B, C, H, W)`` float32 tensor on the 0..1 scale (clamped; the patches not
+        chosen only clamped), same device, memory channels-last.
     """
     draw = PhotometricDraw.draw(x.shape, p, gen, ranges or PhotometricRanges(), x.device)
     return draw.apply(x)
+
+
+def photometric_uint8(
+    images: torch.Tensor,
+    p: float,
+    gen: torch.Generator,
+    ranges: PhotometricRanges | None = None,
+    channels_last: bool = True,
+    scale: torch.Tensor | None = None,
+    shift: torch.Tensor | None = None,
+) -> torch.Tensor:
+    """Perturbs a uint8 batch photometrically, optionally standardising it: the fast path.
+
+    The same draw as :func:`photometric` on ``images.float() / 255`` (same generator state:
+    same perturbation, to float rounding), through 256-entry lookup tables per (patch, band).
+
+    Args:
+        images: uint8 imagery, ``(B, H, W, C)`` (``channels_last``) or ``(B, C, H, W)``.
+        p: Probability that a patch is perturbed.
+        gen: The random generator (on ``images``' device).
+        ranges: The ranges (default :class:`PhotometricRanges`).
+        channels_last: Whether ``images`` is ``(B, H, W, C)``.
+        scale: Optional ``(B, C)`` or ``(1, C)`` factor applied to the 0..1 result.
+        shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
+
+    Returns:
+        A new ``(B, C, H, W)`` float32 tensor (memory channels-last), same device: on the 0..1
+        scale (clamped), then ``* scale - shift`` when given.
+    """
+    b, *rest = images.shape
+    shape = (b, rest[2], rest[0], rest[1]) if channels_last else (b, *rest)
+    draw = PhotometricDraw.draw(shape, p, gen, ranges or PhotometricRanges(), images.device)
+    return draw.apply_uint8(images, channels_last, scale, shift)

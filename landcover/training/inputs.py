@@ -1,7 +1,9 @@
 """From a uint8 training batch on the device to model input: augmentation, then normalisation.
 
-The batch is made float on the 0..1 scale, perturbed photometrically (``data.photometric``,
-:mod:`landcover.data.photometric`), then standardised: by the training data's band statistics
+The batch is perturbed photometrically (``data.photometric``, :mod:`landcover.data.photometric`:
+the uint8 values go straight through per-(patch, band) lookup tables to the perturbed 0..1
+scale, in one pass that also standardises) or, without augmentation, made float; standardised
+by the training data's band statistics
 (``data.normalize: global``) or by each patch's own tile's (``per_tile``; the sampler says
 which tile each patch came from). Validation tiles are standardised the way ``predict`` and
 ``evaluate`` standardise a tile
@@ -15,7 +17,7 @@ import torch
 
 from landcover.config import DataConfig
 from landcover.data.normalize import TileStats, array_band_stats
-from landcover.data.photometric import PhotometricRanges, photometric
+from landcover.data.photometric import PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
 
 
@@ -87,9 +89,16 @@ class TrainingInput:
             index = tiles.to(self.device, dtype=torch.long)
         else:
             index = torch.zeros(1, dtype=torch.long, device=self.device)
-        shift = self.shift[index][:, :, None, None]
-        x = images.permute(0, 3, 1, 2).float()
         if self.p <= 0:
-            return x * self.scale_dn[index][:, :, None, None] - shift
-        x = photometric(x * (1.0 / 255.0), self.p, self.generator, self.ranges)
-        return x * self.scale[index][:, :, None, None] - shift
+            x = images.permute(0, 3, 1, 2).float()
+            return x * self.scale_dn[index][:, :, None, None] - self.shift[index][:, :, None, None]
+        # clip(perturbed) * scale - shift, the uint8 values through lookup tables
+        return photometric_uint8(
+            images,
+            self.p,
+            self.generator,
+            self.ranges,
+            channels_last=True,
+            scale=self.scale[index],
+            shift=self.shift[index],
+        )
