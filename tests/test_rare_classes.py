@@ -369,8 +369,28 @@ def test_training_with_class_balance_focal_and_lovasz_runs(
     assert "class_balance: 0.5" in saved and "lovasz_weight: 0.5" in saved
 
 
-@pytest.mark.parametrize("name", ["cpu.yaml", "default.yaml"])
-def test_configs_with_oversample_rare_still_load_with_class_balance_off(name: str) -> None:
-    config = load_config(Path(__file__).parents[1] / "configs" / name)
+def test_an_older_config_with_oversample_rare_still_loads_with_class_balance_off(
+    tmp_path: Path,
+) -> None:
+    path = tmp_path / "older.yaml"
+    path.write_text("data:\n  oversample_rare: 0.1\noptim:\n  loss: {dice_weight: 0.5}\n")
+    config = load_config(path)
     assert config.data.oversample_rare == 0.1 and config.data.class_balance == 0.0
+    assert config.data.normalize == "global" and config.data.photometric == 0.0
+    assert config.optim.ema_decay == 0.0 and config.optim.loss.class_weights is None
     assert config.optim.loss.class_weight_cap == 10.0
+
+
+@pytest.mark.parametrize("name", ["cpu.yaml", "default.yaml"])
+def test_shipped_configs_turn_on_the_shift_and_rarity_defaults(name: str) -> None:
+    """Both shipped configs carry what the shifted world chose (README: "Training on your own
+    imagery"); the pydantic defaults stay off so older configs and checkpoints mean what they
+    meant."""
+    config = load_config(Path(__file__).parents[1] / "configs" / name)
+    assert config.data.normalize == "per_tile"
+    assert config.data.photometric == 0.8 and config.data.class_balance == 0.5
+    assert config.data.oversample_rare == 0.0
+    assert config.optim.ema_decay > 0
+    loss = config.optim.loss
+    assert loss.class_weights == "auto" and loss.class_weight_scheme == "inverse_sqrt"
+    assert loss.ce_weight == 1.0 and loss.dice_weight == 0.5
