@@ -15,7 +15,7 @@ import rasterio
 
 from landcover.data.synthetic import write_synthetic_dataset
 
-from conftest import REPO, run_cli
+from conftest import REPO, run_cli, train_args
 
 NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
 # Chesapeake 7-class codes 1..6 are the six classes of the chesapeake7 mapping, in order
@@ -48,43 +48,11 @@ def per_class_iou(maps: Path, data: Path, names: list[str]) -> dict[str, float]:
     return {name: float(tp[i] / union[i]) for i, name in enumerate(names)}
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(2400)
-def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
-    train_data = tmp_path / "train"
-    write_synthetic_dataset(train_data, tiles=12, size=512, seed=0, prefix="sample")
-    unseen = tmp_path / "unseen"
-    write_synthetic_dataset(unseen, tiles=2, size=512, seed=2026, prefix="unseen")
-    run = tmp_path / "run"
-    result = run_cli(
-        "train",
-        "--config",
-        str(REPO / "configs" / "cpu.yaml"),
-        "--data",
-        str(train_data),
-        "--out",
-        str(run),
-        "--workers",
-        "2",
-        timeout=2000,
-    )
+def _train_cpu_config(data: Path, run: Path, *extra: str) -> None:
+    """``landcover train`` with the README's CPU config and 2 workers, as the demo runs it."""
+    config = REPO / "configs" / "cpu.yaml"
+    result = run_cli(*train_args(config, data, run, "--workers", "2", *extra), timeout=2000)
     assert result.returncode == 0, result.stderr
-    maps = tmp_path / "maps"
-    result = run_cli(
-        "predict",
-        str(unseen / "*_naip.tif"),
-        "--checkpoint",
-        str(run / "checkpoints" / "last.pt"),
-        "--out",
-        str(maps),
-        "--no-preview",
-    )
-    assert result.returncode == 0, result.stderr
-    iou = per_class_iou(maps, unseen, NAMES)
-    report = ", ".join(f"{name} {value:.3f}" for name, value in iou.items())
-    unlearned = [name for name, value in iou.items() if value < MIN_CLASS_IOU]
-    assert not unlearned, f"classes not learned on unseen tiles ({report})"
-    assert np.mean(list(iou.values())) >= 0.75, report
 
 
 def _predict(checkpoint: Path, tiles: Path, maps: Path) -> None:
@@ -98,6 +66,24 @@ def _predict(checkpoint: Path, tiles: Path, maps: Path) -> None:
         "--no-preview",
     )
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(2400)
+def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
+    train_data = tmp_path / "train"
+    write_synthetic_dataset(train_data, tiles=12, size=512, seed=0, prefix="sample")
+    unseen = tmp_path / "unseen"
+    write_synthetic_dataset(unseen, tiles=2, size=512, seed=2026, prefix="unseen")
+    run = tmp_path / "run"
+    _train_cpu_config(train_data, run)
+    maps = tmp_path / "maps"
+    _predict(run / "checkpoints" / "last.pt", unseen, maps)
+    iou = per_class_iou(maps, unseen, NAMES)
+    report = ", ".join(f"{name} {value:.3f}" for name, value in iou.items())
+    unlearned = [name for name, value in iou.items() if value < MIN_CLASS_IOU]
+    assert not unlearned, f"classes not learned on unseen tiles ({report})"
+    assert np.mean(list(iou.values())) >= 0.75, report
 
 
 # Floors of the shifted-world test. Every class must reach MIN_CLASS_IOU on both, except the
@@ -128,21 +114,7 @@ def test_cpu_defaults_hold_across_flights_and_learn_the_rare_class(tmp_path: Pat
     result = run_cli("data", "synth", str(world), "--profile", "shifted", "--seed", "1")
     assert result.returncode == 0, result.stderr
     run = tmp_path / "run"
-    result = run_cli(
-        "train",
-        "--config",
-        str(REPO / "configs" / "cpu.yaml"),
-        "--data",
-        str(world / "train"),
-        "--set",
-        f"data.val_root={world / 'val'}",
-        "--out",
-        str(run),
-        "--workers",
-        "2",
-        timeout=2000,
-    )
-    assert result.returncode == 0, result.stderr
+    _train_cpu_config(world / "train", run, "--set", f"data.val_root={world / 'val'}")
     checkpoints = run / "checkpoints"
     scores: dict[str, dict[str, float]] = {}
     for name, checkpoint, tiles in (
