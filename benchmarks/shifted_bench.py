@@ -29,7 +29,6 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -58,12 +57,6 @@ VARIANTS: dict[str, list[str]] = {
     # configs/cpu.yaml before the shifted world chose its defaults
     "previous": [*ALL_OFF, "optim.epochs=6"],
 }
-
-
-@contextlib.contextmanager
-def _kept(folder: Path) -> Iterator[str]:
-    folder.mkdir(parents=True, exist_ok=True)
-    yield str(folder)
 
 
 def _cli(*args: str) -> None:
@@ -173,8 +166,12 @@ def run(
     kept: dict[str, dict[str, object]] = {}
     if path.exists() and not quick:
         kept = {r["variant"]: r for r in json.loads(path.read_text())["rows"]}
+    if keep is not None:
+        keep.mkdir(parents=True, exist_ok=True)
     with (
-        tempfile.TemporaryDirectory(prefix="landcover-shifted-") if keep is None else _kept(keep)
+        tempfile.TemporaryDirectory(prefix="landcover-shifted-")
+        if keep is None
+        else contextlib.nullcontext(str(keep))
     ) as tmp:
         work = Path(tmp)
         world = work / "world"
