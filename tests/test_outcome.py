@@ -21,6 +21,7 @@ NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road
 # Chesapeake 7-class codes 1..6 are the six classes of the chesapeake7 mapping, in order
 CODE_TO_CLASS = {code: code - 1 for code in range(1, 7)}
 MIN_CLASS_IOU = 0.5
+EASY_MIN_CLASS_IOU = 0.8
 
 
 def per_class_iou(maps: Path, data: Path, names: list[str]) -> dict[str, float]:
@@ -81,23 +82,25 @@ def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
     _predict(run / "checkpoints" / "last.pt", unseen, maps)
     iou = per_class_iou(maps, unseen, NAMES)
     report = ", ".join(f"{name} {value:.3f}" for name, value in iou.items())
-    unlearned = [name for name, value in iou.items() if value < MIN_CLASS_IOU]
+    # issue 17: the demo on the easy sample gives every class IoU >= 0.8 (measured with the
+    # 96 px defaults: water 0.97, forest 0.95, field 0.96, barren 0.84, buildings 0.95,
+    # road 0.96; mIoU 0.94)
+    unlearned = [name for name, value in iou.items() if value < EASY_MIN_CLASS_IOU]
     assert not unlearned, f"classes not learned on unseen tiles ({report})"
-    assert np.mean(list(iou.values())) >= 0.75, report
+    assert np.mean(list(iou.values())) >= 0.9, report
 
 
 # Floors of the shifted-world test. Every class must reach MIN_CLASS_IOU on both, except the
-# two rarest on the test flights' hazy late-autumn tiles, which the defaults do not learn to
-# that level yet (issue 17's floor is 0.5 for every class). Measured with the CPU defaults on
-# this world (seed 1): test water 0.88, forest 0.91, field 0.88, barren 0.47, buildings 0.21,
-# road 0.72 (mIoU 0.68); reflown 0.93, 0.93, 0.91, 0.58, 0.46, 0.81 (mIoU 0.77). The previous
-# defaults (no per-tile standardisation, photometric augmentation, EMA, class balance or
-# weighted Dice) gave test forest 0.14, buildings 0.05 and mIoU 0.29 on the benchmark's world.
-SHIFTED_FLOORS = {
-    "test": {"barren": 0.35, "impervious": 0.12},
-    "reflown": {"barren": 0.45, "impervious": 0.3},
-}
-SHIFTED_MIN_MIOU = {"test": 0.6, "reflown": 0.7}
+# rare buildings on the test flights, whose hazy late-autumn tiles the defaults do not learn
+# to that level yet (issue 17's floor is 0.5 for every class). Measured with the CPU defaults
+# (96 px patches) on this world (seed 1): test water 0.96, forest 0.95, field 0.93, barren
+# 0.58, buildings 0.48 (0.39 on the autumn flight, 0.81 on the summer one), road 0.88 (mIoU
+# 0.80); reflown 0.97, 0.96, 0.95, 0.75, 0.71, 0.91 (mIoU 0.87). With 256 px patches the same
+# defaults gave test buildings 0.21 and barren 0.47; the previous defaults (no per-tile
+# standardisation, photometric augmentation, EMA, class balance or weighted Dice) gave test
+# forest 0.14, buildings 0.05 and mIoU 0.29 on the benchmark's world.
+SHIFTED_FLOORS = {"test": {"impervious": 0.4}, "reflown": {}}
+SHIFTED_MIN_MIOU = {"test": 0.7, "reflown": 0.8}
 
 
 @pytest.mark.slow
