@@ -52,7 +52,7 @@ OFF_SWITCHES: dict[str, list[str]] = {
 
 ALL_OFF = [s for sets in OFF_SWITCHES.values() for s in sets] + ["data.oversample_rare=0.1"]
 
-# configs/cpu.yaml's patches before the shifted world chose 128 px (as many pixels an epoch)
+# configs/cpu.yaml's patches before the shifted world chose 96 px (as many pixels an epoch)
 PATCH_256 = ["data.patch_size=256", "optim.samples_per_epoch=512"]
 
 VARIANTS: dict[str, list[str]] = {
