@@ -393,4 +393,4 @@ def test_shipped_configs_turn_on_the_shift_and_rarity_defaults(name: str) -> Non
     assert config.optim.ema_decay > 0
     loss = config.optim.loss
     assert loss.class_weights == "auto" and loss.class_weight_scheme == "inverse_sqrt"
-    assert loss.ce_weight == 1.0 and loss.dice_weight == 0.5
+    assert loss.ce_weight == 1.0 and loss.dice_weight == 1.0
