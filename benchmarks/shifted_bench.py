@@ -19,7 +19,10 @@ Variants already in the results file are kept unless named again, so the part ca
 variant at a time (``--variants a,b``); a variant named again is trained afresh, also in a
 kept scratch folder (``--keep``).
 
-Usage: python benchmarks/shifted_bench.py [--variants NAME,...] [--quick] [--out DIR]
+The table's world is seed 0, the world the defaults were chosen on; ``--seed 1`` (the
+world ``tests/test_outcome.py`` trains on) writes its own results folder, ``shifted_seed1``.
+
+Usage: python benchmarks/shifted_bench.py [--variants NAME,...] [--seed N] [--quick] [--out DIR]
 """
 
 from __future__ import annotations
@@ -154,7 +157,11 @@ def score(
 
 
 def run(
-    quick: bool, out: Path, names: list[str] | None = None, keep: Path | None = None
+    quick: bool,
+    out: Path,
+    names: list[str] | None = None,
+    keep: Path | None = None,
+    seed: int = WORLD_SEED,
 ) -> list[Goal]:
     """Trains the variants on the shifted world and writes ``shifted.json`` / ``.csv``.
 
@@ -163,6 +170,7 @@ def run(
         out: Results folder.
         names: Variants to (re)run; the others keep their rows from an earlier run.
         keep: Folder for the scratch folder (runs, evaluations), kept after the run.
+        seed: The shifted world's seed.
 
     Returns:
         The goals the shipped defaults are held to (none with ``quick``).
@@ -184,9 +192,9 @@ def run(
         else contextlib.nullcontext(str(keep))
     ) as tmp:
         work = Path(tmp)
-        world = work / "world"
+        world = work / f"world-seed{seed}"
         if not (world / "manifest.csv").exists():
-            _cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(WORLD_SEED))
+            _cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(seed))
         for name in wanted:
             kept[name] = train_and_score(name, VARIANTS[name], world, work, extra)
             print(json.dumps(kept[name]), flush=True)
@@ -194,7 +202,7 @@ def run(
         r for n, r in kept.items() if n not in VARIANTS
     ]
     held = [] if quick else goals(kept)
-    world_note = f"data synth --profile shifted --seed {WORLD_SEED}"
+    world_note = f"data synth --profile shifted --seed {seed}"
     write_results("shifted", rows, {"world": world_note, "quick": quick}, out, held)
     return held
 
@@ -276,6 +284,9 @@ def main() -> None:
         "--markdown", action="store_true", help="print the results file as a Markdown table"
     )
     parser.add_argument("--keep", type=Path, help="keep the runs and evaluations in this folder")
+    parser.add_argument(
+        "--seed", type=int, default=WORLD_SEED, help=f"the world's seed (default {WORLD_SEED})"
+    )
     args = parser.parse_args()
     names = [n for n in args.variants.split(",") if n]
     for spec in args.tries:
@@ -284,10 +295,12 @@ def main() -> None:
         names.append(name)
     names = names or None
     out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    if args.seed != WORLD_SEED and args.out is None:
+        out = out / f"shifted_seed{args.seed}"
     if args.markdown:
         print(markdown(json.loads((out / "shifted.json").read_text())["rows"]))
         return
-    run(args.quick, out, names, args.keep)
+    run(args.quick, out, names, args.keep, args.seed)
 
 
 if __name__ == "__main__":
