@@ -198,6 +198,13 @@ def predict(
         str, typer.Option(help="uint8 (probability x 255) or float32.")
     ] = "uint8",
     preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+    probs: Annotated[
+        bool,
+        typer.Option(
+            help="Write {stem}_prob.tif (--no-probs: the class map alone, for jobs that "
+            "need only classes; faster)."
+        ),
+    ] = True,
     overwrite: Annotated[
         bool, typer.Option(help="Predict every tile again, even those whose maps are complete.")
     ] = False,
@@ -259,6 +266,7 @@ def predict(
         preview,
         tta=tta,
         prob_compress=prob_compress,
+        probs=probs,
         resolution=resolution,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)

@@ -403,6 +403,38 @@ def test_stac_items_validate_offline(runs: dict) -> None:
         set_validator(JsonSchemaSTACValidator())
 
 
+@pytest.mark.slow
+def test_no_probs_writes_the_class_maps_alone(
+    runs: dict, region: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    """``--no-probs``: the same class maps as a full run (tiles predicted on their own grid and
+    on a working grid alike), no probability map, VRT or STAC asset, and a rerun that keeps
+    the class maps as complete; a later run that wants probabilities predicts again."""
+    out = tmp_path / "classes"
+    base = ["--checkpoint", str(checkpoint), "--out", str(out)]
+    result = predict(str(region), *base, "--no-probs")
+    assert result.returncode == 0, result.stderr
+    full = runs[1][0]
+    for name, *_ in REGION:
+        np.testing.assert_array_equal(
+            read(out / f"{name}_naip_class.tif"), read(full / f"{name}_naip_class.tif"), name
+        )
+        assert cog_validate(str(out / f"{name}_naip_class.tif"))[0], name
+    assert not list(out.glob("*_prob.tif")) and not list(out.glob("mosaic_prob*.vrt"))
+    assert list(out.glob("mosaic_class*.vrt"))
+    items = json.loads((out / "stac_items.json").read_text())["features"]
+    assert len(items) == len(REGION)
+    assert all(set(item["assets"]) == {"class", "preview", "stats"} for item in items)
+
+    result = predict(str(region), *base, "--no-probs")
+    assert result.returncode == 0, result.stderr
+    assert tiles_by_status(out) == {"skipped": {f"{n}_naip.tif" for n, *_ in REGION}}
+    one = str(region / "a1_naip.tif")
+    assert predict(one, *base).returncode == 0
+    assert tiles_by_status(out) == {"done": {"a1_naip.tif"}}
+    np.testing.assert_array_equal(read(out / "a1_naip_prob.tif"), read(full / "a1_naip_prob.tif"))
+
+
 # --- resuming ----------------------------------------------------------------------------------
 
 

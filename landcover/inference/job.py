@@ -317,7 +317,7 @@ _MapsFound = tuple[Grid, ClassCounts, TileOutputs]
 
 def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     """The maps of a tile whose outputs are complete, or ``None`` (predict it)."""
-    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview)
+    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview, ctx.options.probs)
     try:
         grid = read_grid(entry.path)
     except Exception:  # an unreadable input: predicting it reports why
@@ -340,7 +340,7 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
 
 def _settle(result: dict[str, Any], entry: TileEntry, ctx: _Context) -> _MapsFound:
     """A predicted tile's record: grid and class counts from the writer, ``{stem}_stats.json``."""
-    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview)
+    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview, ctx.options.probs)
     grid, counts = result["grid"], result["counts"]
     write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
     return grid, counts, outputs

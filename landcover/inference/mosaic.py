@@ -118,6 +118,7 @@ def _sources(
         assert record.outputs is not None and record.grid is not None
         grid = record.grid
         path = record.outputs.class_map if kind == "class" else record.outputs.prob_map
+        assert path is not None
         source = ET.SubElement(band, "ComplexSource", resampling=resampling)
         ET.SubElement(source, "SourceFilename", relativeToVRT="1").text = storage.name(path)
         ET.SubElement(source, "SourceBand").text = source_band
@@ -219,6 +220,8 @@ def write_mosaics(
 ) -> list[str]:
     """Writes the class and probability VRTs of every tile with maps, one pair per CRS.
 
+    The probability VRT is left out when the tiles have no probability maps (``--no-probs``).
+
     Args:
         records: The job's records (tiles without maps are ignored).
         out: The output folder (path or URL), where the maps are.
@@ -255,10 +258,10 @@ def write_mosaics(
             label = _crs_label(wkt, taken)
             taken.add(label)
             suffix = f"_{label}"
-        for kind, tree in (
-            ("class", class_vrt(group, wkt, mapping)),
-            ("prob", prob_vrt(group, wkt, mapping, prob_dtype)),
-        ):
+        trees = [("class", class_vrt(group, wkt, mapping))]
+        if all(r.outputs is not None and r.outputs.prob_map for r in group):
+            trees.append(("prob", prob_vrt(group, wkt, mapping, prob_dtype)))
+        for kind, tree in trees:
             ET.indent(tree)
             path = storage.join(out, f"mosaic_{kind}{suffix}.vrt")
             storage.write_text(path, ET.tostring(tree, encoding="unicode") + "\n")

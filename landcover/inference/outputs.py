@@ -6,7 +6,7 @@ and of the options that change pixels (window, overlap, probability dtype, and t
 augmentation and resolution where predict offers them), written into both maps' metadata
 (``LANDCOVER_FINGERPRINT``). A tile is complete, and skipped on a rerun, when
 
-- its class and probability maps open, are Cloud Optimized GeoTIFFs as GDAL's COG driver
+- its class and probability maps (the class map alone with ``--no-probs``) open, are Cloud Optimized GeoTIFFs as GDAL's COG driver
   writes them (``LAYOUT=COG`` as GDAL reports it, 256 px blocks, internal overviews when
   larger than one block) whose last block can be read (a truncated copy cannot);
 - they lie on exactly the input's grid (CRS, transform, size) with the right bands and data
@@ -51,13 +51,14 @@ COG_BLOCK = 256
 """Block size of the maps (``writers.publish_cog``): larger maps have overviews."""
 
 
-def output_paths(tile: str, out: str, preview: bool) -> TileOutputs:
+def output_paths(tile: str, out: str, preview: bool, probs: bool = True) -> TileOutputs:
     """Where a tile's outputs go.
 
     Args:
         tile: The input image.
         out: The output folder (path or URL).
         preview: Whether the job writes previews.
+        probs: Whether the job writes probability maps.
 
     Returns:
         The paths (URLs for a blob folder).
@@ -65,7 +66,7 @@ def output_paths(tile: str, out: str, preview: bool) -> TileOutputs:
     stem = output_stem(tile)
     return TileOutputs(
         class_map=storage.join(out, f"{stem}_class.tif"),
-        prob_map=storage.join(out, f"{stem}_prob.tif"),
+        prob_map=storage.join(out, f"{stem}_prob.tif") if probs else None,
         preview=storage.join(out, f"{stem}_preview.png") if preview else None,
         stats=storage.join(out, f"{stem}_stats.json"),
     )
@@ -237,6 +238,8 @@ def incomplete_reason(
         ("class map", outputs.class_map, 1, "uint8"),
         ("probability map", outputs.prob_map, num_classes, prob_dtype),
     ):
+        if url is None:  # --no-probs
+            continue
         if not storage.is_remote(url) and not os.path.isfile(storage.parse(url).path):
             return f"{what}: missing"
         try:

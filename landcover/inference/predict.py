@@ -3,7 +3,7 @@
 A tile is read one row of windows at a time, predicted with blended sliding windows, and
 written strip by strip; peak memory depends on the tile's width, not its area. Outputs per
 tile: ``{stem}_class.tif`` (COG, colour table, class names), ``{stem}_prob.tif`` (one band per
-class) and ``{stem}_preview.png``.
+class; not with ``probs=False``) and ``{stem}_preview.png``.
 """
 
 from __future__ import annotations
@@ -62,6 +62,8 @@ class PredictOptions:
         log_every_s: Seconds between progress lines.
         tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
         prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
+        probs: Write the probability map (``--no-probs``: the class map alone, which saves
+            the probabilities' encoding, compression and overviews).
         tags: Extra metadata tags written into both maps (a job's fingerprint).
         resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
             metres (see :mod:`landcover.inference.resolution`).
@@ -76,6 +78,7 @@ class PredictOptions:
     log_every_s: float = 10.0
     tta: str = "none"
     prob_compress: str = "zstd"
+    probs: bool = True
     tags: dict[str, str] = field(default_factory=dict)
     resolution: str = "train"
 
@@ -160,6 +163,11 @@ class TileMapper:
         )
         self._publisher = ThreadPoolExecutor(1, thread_name_prefix="landcover-publish")
         self._pending: list[Future] = []
+
+    @property
+    def stored_dtype(self) -> str | None:
+        """The probability map's data type, or ``None`` when none is written."""
+        return self.options.prob_dtype if self.options.probs else None
 
     def __enter__(self) -> TileMapper:
         return self
@@ -247,7 +255,7 @@ class TileMapper:
             if work is not None:
                 tags["PREDICTED_PIXEL_SIZE_M"] = f"{self.resolution.metres:g}"
             label = str(out / stem)
-            writer = MapWriter(src, im.mapping, scratch, options.prob_dtype, tags, label=label)
+            writer = MapWriter(src, im.mapping, scratch, self.stored_dtype, tags, label=label)
             try:
                 if work is None:
                     self._predict_into(tile, src, writer)
@@ -266,7 +274,7 @@ class TileMapper:
         folder = scratch / "working-grid"
         folder.mkdir()
         with on_grid(src, work, Resampling.bilinear) as vrt:
-            inner = MapWriter(vrt, self.im.mapping, folder, self.options.prob_dtype, label=label)
+            inner = MapWriter(vrt, self.im.mapping, folder, self.stored_dtype, label=label)
             try:
                 self._predict_into(tile, vrt, inner)
             except BaseException:
@@ -313,7 +321,7 @@ class TileMapper:
             probs = blender.add(pixels.to(im.device, non_blocking=True))
             if probs is None:
                 return None
-            classes, stored = encode_probs(probs, options.prob_dtype)
+            classes, stored = encode_probs(probs, self.stored_dtype)
             row, keep = plan.strip(i)
             progress.update(row + keep)
             return EncodedStrip(row, classes, stored, valid)
@@ -325,7 +333,7 @@ class TileMapper:
         """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
         with work:
             class_dst = maps.out / f"{maps.stem}_class.tif"
-            prob_dst = maps.out / f"{maps.stem}_prob.tif"
+            prob_dst = maps.out / f"{maps.stem}_prob.tif" if self.options.probs else None
             maps.writer.publish(class_dst, prob_dst, self.options.prob_compress)
             preview = maps.out / f"{maps.stem}_preview.png"
             if self.options.preview:
@@ -333,7 +341,7 @@ class TileMapper:
             summary: dict[str, Any] = {
                 "tile": maps.tile,
                 "class": str(class_dst),
-                "prob": str(prob_dst),
+                "prob": None if prob_dst is None else str(prob_dst),
                 "preview": str(preview) if self.options.preview else None,
                 "width": maps.width,
                 "height": maps.height,

@@ -117,13 +117,13 @@ class TileOutputs:
 
     Attributes:
         class_map: ``{stem}_class.tif``.
-        prob_map: ``{stem}_prob.tif``.
+        prob_map: ``{stem}_prob.tif`` (``None`` with ``--no-probs``).
         preview: ``{stem}_preview.png`` (``None`` with ``--no-preview``).
         stats: ``{stem}_stats.json``.
     """
 
     class_map: str
-    prob_map: str
+    prob_map: str | None
     preview: str | None
     stats: str
 

@@ -17,6 +17,7 @@ before it starts.
 from __future__ import annotations
 
 import logging
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -189,13 +190,14 @@ def working_grid(src: Any, tile: str, resolution: Resolution, patch: int | None 
 
 
 def maps_onto_grid(
-    class_path: Path, prob_path: Path, src: Any, write: Any, rows: int = BACK_ROWS
+    class_path: Path, prob_path: Path | None, src: Any, write: Any, rows: int = BACK_ROWS
 ) -> None:
     """Brings maps made on a working grid back onto a tile's own grid, strip by strip.
 
     Args:
         class_path: The class map on the working grid (no-data 255).
-        prob_path: The probability map on the working grid (one band per class, masked).
+        prob_path: The probability map on the working grid (one band per class, masked);
+            ``None`` without one.
         src: The open tile, whose grid (CRS, transform, size) the maps are wanted on; its
             mask marks the pixels without data.
         write: Called with each :class:`~landcover.inference.writers.EncodedStrip` in order.
@@ -206,15 +208,16 @@ def maps_onto_grid(
     from landcover.inference.writers import EncodedStrip
 
     grid = (src.transform, src.width, src.height)
-    with (
-        rasterio.open(class_path) as cls,
-        rasterio.open(prob_path) as prob,
-        on_grid(cls, grid, Resampling.nearest) as cls_back,
-        on_grid(prob, grid, Resampling.bilinear) as prob_back,
-    ):
+    with ExitStack() as stack:
+        cls = stack.enter_context(rasterio.open(class_path))
+        cls_back = stack.enter_context(on_grid(cls, grid, Resampling.nearest))
+        prob_back = None
+        if prob_path is not None:
+            prob = stack.enter_context(rasterio.open(prob_path))
+            prob_back = stack.enter_context(on_grid(prob, grid, Resampling.bilinear))
         for row in range(0, src.height, rows):
             window = Window(0, row, src.width, min(rows, src.height - row))
             classes = cls_back.read(1, window=window)
-            probs = prob_back.read(window=window)
+            probs = None if prob_back is None else prob_back.read(window=window)
             valid = ~nodata_mask(src, window)
             write(EncodedStrip(row, np.ascontiguousarray(classes), probs, valid))

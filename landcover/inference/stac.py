@@ -5,8 +5,9 @@ WGS 84, with
 
 - the projection extension: the tile's CRS code (or WKT2), grid shape, transform and native
   bbox;
-- assets ``class`` (the class map), ``probabilities``, ``preview`` and ``stats``, with relative
-  hrefs (the collection sits beside the maps), and a ``derived_from`` link to the input image;
+- assets ``class`` (the class map), ``probabilities`` (not with ``--no-probs``), ``preview``
+  and ``stats``, with relative hrefs (the collection sits beside the maps), and a
+  ``derived_from`` link to the input image;
 - the raster extension on the map assets: data type, no-data, pixel size, and for uint8
   probabilities the 1/255 scale;
 - the classification extension on the class map: each class's value, name and colour, and 255
@@ -119,15 +120,7 @@ def tile_item(
         media_type=COG_TYPE,
         roles=["data"],
     )
-    prob_asset = pystac.Asset(
-        _relative(outputs.prob_map),
-        title="Class probabilities",
-        description="One band per class, in order: " + ", ".join(mapping.names),
-        media_type=COG_TYPE,
-        roles=["data"],
-    )
     item.add_asset("class", class_asset)
-    item.add_asset("probabilities", prob_asset)
     for key, href, title, media_type, role in (
         ("preview", outputs.preview, "Imagery beside the map", pystac.MediaType.PNG, "overview"),
         ("stats", outputs.stats, "Pixels per class", pystac.MediaType.JSON, "metadata"),
@@ -145,18 +138,27 @@ def tile_item(
             )
         ]
     )
-    scale = 1 / 255 if prob_dtype == "uint8" else None
-    RasterExtension.ext(prob_asset, add_if_missing=True).apply(
-        [
-            RasterBand.create(
-                data_type=DataType(prob_dtype),
-                spatial_resolution=resolution,
-                sampling=Sampling.AREA,
-                scale=scale,
-            )
-            for _ in mapping.names
-        ]
-    )
+    if outputs.prob_map is not None:  # not with --no-probs
+        prob_asset = pystac.Asset(
+            _relative(outputs.prob_map),
+            title="Class probabilities",
+            description="One band per class, in order: " + ", ".join(mapping.names),
+            media_type=COG_TYPE,
+            roles=["data"],
+        )
+        item.add_asset("probabilities", prob_asset)
+        scale = 1 / 255 if prob_dtype == "uint8" else None
+        RasterExtension.ext(prob_asset, add_if_missing=True).apply(
+            [
+                RasterBand.create(
+                    data_type=DataType(prob_dtype),
+                    spatial_resolution=resolution,
+                    sampling=Sampling.AREA,
+                    scale=scale,
+                )
+                for _ in mapping.names
+            ]
+        )
     classes = [
         Classification.create(
             value=i, name=spec.name, description=spec.name, color_hint=spec.color[1:].upper()

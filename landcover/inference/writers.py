@@ -62,13 +62,14 @@ class EncodedStrip:
     Attributes:
         row: First image row of the strip.
         classes: ``(h, W)`` uint8 class indices (no-data not yet applied).
-        probs: ``(K, h, W)`` probabilities as written: uint8 (x 255) or float32.
+        probs: ``(K, h, W)`` probabilities as written: uint8 (x 255) or float32; ``None``
+            when no probability map is written (``--no-probs``).
         valid: ``(h, W)`` bool, False where the input has no data.
     """
 
     row: int
     classes: np.ndarray
-    probs: np.ndarray
+    probs: np.ndarray | None
     valid: np.ndarray
 
 
@@ -92,20 +93,25 @@ def first_argmax(probs: torch.Tensor) -> torch.Tensor:
     return index
 
 
-def encode_probs(probs: torch.Tensor, prob_dtype: str) -> tuple[np.ndarray, np.ndarray]:
+def encode_probs(
+    probs: torch.Tensor, prob_dtype: str | None
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Turns a strip of probabilities into class indices and stored probabilities.
 
     Runs where ``probs`` lives (on a GPU only the uint8 results cross to the host).
 
     Args:
         probs: ``(K, h, W)`` float32 probabilities.
-        prob_dtype: ``uint8`` (``round(p x 255)``, ties to even) or ``float32``.
+        prob_dtype: ``uint8`` (``round(p x 255)``, ties to even), ``float32``, or ``None``
+            when no probabilities are stored (only the arg-max is made).
 
     Returns:
         ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored
-        probabilities, as numpy arrays on the host.
+        probabilities (``None`` without ``prob_dtype``), as numpy arrays on the host.
     """
     classes = first_argmax(probs)
+    if prob_dtype is None:
+        return classes.cpu().numpy(), None
     uint8 = prob_dtype == "uint8"
     stored = probs.mul(255.0).round_().to(torch.uint8) if uint8 else probs.float()
     return classes.cpu().numpy(), stored.cpu().numpy()
@@ -137,19 +143,21 @@ def write_errors(label: str, folder: Path | None = None) -> Iterator[None]:
         raise DataError(f"{label}: writing the maps failed ({error_reason(exc)})") from None
 
 
-def scratch_bytes(width: int, height: int, classes: int, prob_dtype: str) -> int:
+def scratch_bytes(width: int, height: int, classes: int, prob_dtype: str | None) -> int:
     """Bytes a tile's uncompressed scratch maps take: classes, probabilities and overviews.
 
     Args:
         width: Tile width in pixels.
         height: Tile height in pixels.
         classes: Probability bands.
-        prob_dtype: ``uint8`` or ``float32``.
+        prob_dtype: ``uint8`` or ``float32``; ``None``: no probability map.
 
     Returns:
         The bytes (the COGs made from them come on top, compressed).
     """
     pixels = width * height
+    if prob_dtype is None:
+        return pixels
     probs = pixels * classes * np.dtype(prob_dtype).itemsize
     return pixels + probs + probs // 3
 
@@ -213,7 +221,8 @@ class MapWriter:
         src: The input image dataset (its grid is copied).
         mapping: The class mapping (names, colours).
         scratch: A scratch folder for the uncompressed intermediates.
-        prob_dtype: ``uint8`` (probability x 255) or ``float32``.
+        prob_dtype: ``uint8`` (probability x 255) or ``float32``; ``None``: the class map
+            alone (``--no-probs``), and strips carry no probabilities.
         tags: Extra metadata written into both maps.
         label: Names the maps in error messages (default: the scratch folder).
     """
@@ -223,13 +232,13 @@ class MapWriter:
         src: rasterio.io.DatasetReader,
         mapping: ClassMapping,
         scratch: Path,
-        prob_dtype: str = "uint8",
+        prob_dtype: str | None = "uint8",
         tags: dict[str, str] | None = None,
         label: str | None = None,
     ) -> None:
         self.mapping = mapping
         self.label = label or str(scratch)
-        self.prob_dtype = np.dtype(prob_dtype)
+        self.prob_dtype = None if prob_dtype is None else np.dtype(prob_dtype)
         base = {
             "driver": "GTiff",
             "width": src.width,
@@ -249,17 +258,13 @@ class MapWriter:
             **(tags or {}),
         }
         self.class_path = scratch / "class.tif"
-        self.prob_path = scratch / "prob.tif"
-        need = scratch_bytes(src.width, src.height, len(names), self.prob_dtype.name)
+        self.prob_path: Path | None = None if prob_dtype is None else scratch / "prob.tif"
+        need = scratch_bytes(src.width, src.height, len(names), prob_dtype)
         free = free_bytes(scratch)
         if free is not None and free < need:
             raise output_failure(Path(self.label).parent, errno.ENOSPC, need)
-        prob_profile = {
-            **base,
-            "count": len(names),
-            "dtype": self.prob_dtype.name,
-            "photometric": "MINISBLACK",
-        }
+        self.prob: rasterio.io.DatasetWriter | None = None
+        self.pyramid: OverviewPyramid | None = None
         with write_errors(self.label):
             self.cls = rasterio.open(
                 self.class_path, "w", **base, count=1, dtype="uint8", nodata=CLASS_NODATA
@@ -267,13 +272,20 @@ class MapWriter:
             self.cls.write_colormap(1, class_colormap(mapping))
             self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
             self.cls.set_band_description(1, "class")
-            self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
-            self.prob.update_tags(
-                **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
-            )
-            for i, name in enumerate(names, start=1):
-                self.prob.set_band_description(i, name)
-            self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
+            if self.prob_path is not None and self.prob_dtype is not None:
+                prob_profile = {
+                    **base,
+                    "count": len(names),
+                    "dtype": self.prob_dtype.name,
+                    "photometric": "MINISBLACK",
+                }
+                self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
+                self.prob.update_tags(
+                    **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
+                )
+                for i, name in enumerate(names, start=1):
+                    self.prob.set_band_description(i, name)
+                self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
         self.histogram = np.zeros(256, dtype=np.int64)
         """Pixels written per class-map value (``CLASS_NODATA`` where the input has no data)."""
 
@@ -288,16 +300,20 @@ class MapWriter:
         """
         h, w = strip.valid.shape
         window = Window(0, strip.row, w, h)
+        probs = strip.probs if self.prob is not None else None
         if not strip.valid.all():
             invalid = ~strip.valid
             strip.classes[invalid] = CLASS_NODATA
-            strip.probs[:, invalid] = 0
+            if probs is not None:
+                probs[:, invalid] = 0
         self.histogram += np.bincount(strip.classes.ravel(), minlength=256)
         with write_errors(self.label):
             self.cls.write(strip.classes, 1, window=window)
-            self.prob.write(strip.probs, window=window)
-            self.prob.write_mask(np.where(strip.valid, 255, 0).astype(np.uint8), window=window)
-            self.pyramid.add(strip.probs, strip.valid)
+            if probs is not None and self.prob is not None and self.pyramid is not None:
+                self.prob.write(probs, window=window)
+                mask = np.where(strip.valid, 255, 0).astype(np.uint8)
+                self.prob.write_mask(mask, window=window)
+                self.pyramid.add(probs, strip.valid)
 
     def close(self) -> None:
         """Closes the scratch files (flushing them).
@@ -307,24 +323,29 @@ class MapWriter:
         """
         with write_errors(self.label):
             self.cls.close()
-            self.prob.close()
-            self.pyramid.close()
+            if self.prob is not None:
+                self.prob.close()
+            if self.pyramid is not None:
+                self.pyramid.close()
 
-    def publish(self, class_dst: Path, prob_dst: Path, prob_compress: str = "zstd") -> None:
+    def publish(self, class_dst: Path, prob_dst: Path | None, prob_compress: str = "zstd") -> None:
         """Converts the scratch files to COGs and renames them into place.
 
         Args:
             class_dst: Final path of the class map.
-            prob_dst: Final path of the probability map.
+            prob_dst: Final path of the probability map (``None`` without one).
             prob_compress: ``zstd`` or ``deflate`` (see :data:`PROB_COMPRESSION`).
 
         Raises:
             DataError: If a map cannot be written.
         """
-        with write_errors(self.label):
-            self.pyramid.finish()  # the last rows of odd heights
+        if self.pyramid is not None:
+            with write_errors(self.label):
+                self.pyramid.finish()  # the last rows of odd heights
         self.close()
         publish_cog(self.class_path, class_dst, "NEAREST", CLASS_COMPRESSION)
+        if self.prob_path is None or prob_dst is None or self.pyramid is None:
+            return
         source, options = self.prob_path, dict(PROB_COMPRESSION[prob_compress])
         if self.pyramid.levels:  # the overviews built while writing, copied as they are
             source = self.pyramid.vrt(self.prob_path, self.prob_path.with_suffix(".vrt"))
