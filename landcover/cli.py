@@ -205,6 +205,12 @@ def predict(
             "need only classes; faster)."
         ),
     ] = True,
+    compiled: Annotated[
+        bool,
+        typer.Option(
+            "--compile", help="Run the model compiled (torch.compile): faster after a compile."
+        ),
+    ] = False,
     overwrite: Annotated[
         bool, typer.Option(help="Predict every tile again, even those whose maps are complete.")
     ] = False,
@@ -267,6 +273,7 @@ def predict(
         tta=tta,
         prob_compress=prob_compress,
         probs=probs,
+        compile=compiled,
         resolution=resolution,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)

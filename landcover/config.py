@@ -450,6 +450,8 @@ class RunConfig(_Section):
         powersgd_warmup_steps: Optimizer steps of plain all-reduce before PowerSGD starts.
         local_sgd_period: Average models every H optimizer steps instead of all-reducing
             gradients every step (0: off).
+        compile: Compile the model with ``torch.compile`` for training (``landcover predict
+            --compile`` for maps); the first steps pay the compile time.
     """
 
     out: str = "runs/default"
@@ -478,6 +480,7 @@ class RunConfig(_Section):
     powersgd_rank: int = Field(1, ge=1)
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
+    compile: bool = False
 
     @field_validator("out")
     @classmethod

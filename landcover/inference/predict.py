@@ -44,6 +44,7 @@ from landcover.inference.writers import (
     error_reason,
     scratch_folder,
 )
+from landcover.models import compile_model
 
 log = logging.getLogger("landcover")
 
@@ -64,6 +65,8 @@ class PredictOptions:
         prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
         probs: Write the probability map (``--no-probs``: the class map alone, which saves
             the probabilities' encoding, compression and overviews).
+        compile: Run the model compiled (``torch.compile``); the maps equal the eager ones
+            within floating-point rounding.
         tags: Extra metadata tags written into both maps (a job's fingerprint).
         resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
             metres (see :mod:`landcover.inference.resolution`).
@@ -79,6 +82,7 @@ class PredictOptions:
     tta: str = "none"
     prob_compress: str = "zstd"
     probs: bool = True
+    compile: bool = False
     tags: dict[str, str] = field(default_factory=dict)
     resolution: str = "train"
 
@@ -157,6 +161,8 @@ class TileMapper:
             im.config.data.patch_size, options.window, options.overlap, options.batch_size
         )
         self.tta = parse_tta(options.tta)
+        if options.compile:
+            compile_model(im.model, "predict")
         self.resolution = resolve_resolution(options.resolution, im.pixel_size_m, im.checkpoint)
         self.predictor = SlidingWindowPredictor(
             im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype, self.tta

@@ -28,7 +28,12 @@ from landcover.data.sampler import epoch_rng
 from landcover.errors import CheckpointError, TrainingError
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.metrics import metrics_from_confusion
-from landcover.models import build_model, final_stage_warning, load_initial_weights
+from landcover.models import (
+    build_model,
+    compile_model,
+    final_stage_warning,
+    load_initial_weights,
+)
 from landcover.parallel.collectives import all_gather_object, all_reduce_sum, barrier
 from landcover.parallel.devices import choose_precision
 from landcover.parallel.engine import Engine
@@ -263,6 +268,8 @@ class Trainer:
         self.engine.broadcast_initial(self.model, self.optimizer, resumed=start_epoch > 0)
         self.ema = start_ema(self.model, cfg.optim.ema_decay, self.resumed)
         self.resumed = None
+        if cfg.run.compile:  # after the average's copy, which validation runs eagerly
+            compile_model(self.model, "training")
         if start_epoch >= cfg.optim.epochs:
             log.info(
                 "nothing to do: the run already has %d epoch(s), --epochs is %d",

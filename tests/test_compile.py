@@ -1,0 +1,69 @@
+"""torch.compile: ``predict --compile`` gives the eager model's maps, and a training run with
+``run.compile`` trains and saves an ordinary checkpoint."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import rasterio
+import torch
+
+from landcover.checkpoint import load_checkpoint
+
+from conftest import run_cli, train_args
+
+PROB_TOLERANCE = 1
+"""Largest difference of a stored (x 255) probability: the last bit of rounding."""
+
+
+def _read(path: Path) -> np.ndarray:
+    with rasterio.open(path) as ds:
+        return ds.read()
+
+
+@pytest.mark.slow
+def test_compiled_predict_gives_the_eager_maps(
+    tiny_data: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    tile = tiny_data / "synth_000_naip.tif"
+    maps = {}
+    for name, extra in (("eager", []), ("compiled", ["--compile"])):
+        out = tmp_path / name
+        result = run_cli(
+            "predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out),
+            "--no-preview", *extra, timeout=900,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        maps[name] = out
+    assert "predict: the model is compiled (torch.compile)" in result.stderr
+    eager_class = _read(maps["eager"] / "synth_000_naip_class.tif")
+    np.testing.assert_array_equal(_read(maps["compiled"] / "synth_000_naip_class.tif"), eager_class)
+    eager_prob = _read(maps["eager"] / "synth_000_naip_prob.tif").astype(np.int16)
+    compiled_prob = _read(maps["compiled"] / "synth_000_naip_prob.tif").astype(np.int16)
+    assert np.abs(compiled_prob - eager_prob).max() <= PROB_TOLERANCE
+    assert len(np.unique(eager_class)) > 1  # a map with something to get wrong
+
+
+@pytest.mark.slow
+def test_training_with_run_compile_saves_an_ordinary_checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1")
+    result = run_cli(*args, "--set", "run.compile=true", timeout=900)
+    assert result.returncode == 0, result.stderr
+    assert "training: the model is compiled (torch.compile)" in result.stderr
+    state = load_checkpoint(run / "checkpoints" / "last.pt")
+    assert state.config["run"]["compile"] is True
+    # the keys of the bare model: no torch.compile wrapper prefix, finite weights
+    assert not any(key.startswith("_orig_mod.") for key in state.model)
+    assert all(torch.isfinite(v).all() for v in state.model.values() if v.is_floating_point())
+    result = run_cli(
+        "predict", str(tiny_data / "synth_001_naip.tif"),
+        "--checkpoint", str(run / "checkpoints" / "last.pt"), "--out", str(tmp_path / "maps"),
+        "--no-preview",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "maps" / "synth_001_naip_class.tif").is_file()
