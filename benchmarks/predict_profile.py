@@ -83,13 +83,14 @@ def _timed(name: str, fn: Callable, timers: dict[str, list[float]]) -> Callable:
     return wrapper
 
 
-def profile_tile(tile: str, im: InferenceModel, out: str) -> TileProfile:
+def profile_tile(tile: str, im: InferenceModel, out: str, probs: bool = True) -> TileProfile:
     """Predicts ``tile`` as ``landcover predict`` does (no preview), every stage timed.
 
     Args:
         tile: The tile.
         im: The model, as predict loads it.
         out: Output folder (the maps are written there).
+        probs: Write the probability map too (``--no-probs`` when False).
 
     Returns:
         The tile's profile.
@@ -111,7 +112,7 @@ def profile_tile(tile: str, im: InferenceModel, out: str) -> TileProfile:
     predict_module.run_pipelined = pipelined  # type: ignore[assignment]
     MapWriter.publish = _timed("publish", publish, timers)  # type: ignore[method-assign]
     try:
-        options = PredictOptions(out=out, preview=False)
+        options = PredictOptions(out=out, preview=False, probs=probs)
         with TileMapper(im, options) as mapper:
             usage = resource.getrusage(resource.RUSAGE_SELF)
             start = time.perf_counter()

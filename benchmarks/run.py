@@ -1,6 +1,6 @@
 """The benchmark suite's one entry point: runs the parts, prints their tables and the goals.
 
-Usage: python benchmarks/run.py [all|io|train|scaling|predict|load|model|quality|augment|shifted ...] [--quick]
+Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|load|model|quality|augment|shifted ...] [--quick]
                                 [--out benchmarks/results]
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
@@ -25,7 +25,18 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, machine, print_table
 
-PARTS = ("io", "train", "scaling", "predict", "load", "model", "quality", "augment", "shifted")
+PARTS = (
+    "io",
+    "train",
+    "scaling",
+    "predict",
+    "ceiling",
+    "load",
+    "model",
+    "quality",
+    "augment",
+    "shifted",
+)
 
 
 def main() -> None:

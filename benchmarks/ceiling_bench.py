@@ -1,0 +1,369 @@
+"""Predict ceiling: predict's own per-tile pipeline with a model that costs nothing, against
+the I/O floor.
+
+On a GPU node the model is not what limits mapping: decoding NAIP, normalising and blending
+windows, the arg-max, compressing the COGs and building their overviews all run on the host's
+cores. This part measures those host costs alone. A stand-in model (a fixed 1x1 convolution
+from the 4 bands to the class logits, about 30 multiply-adds a pixel against a U-Net's tens of
+thousands; selectable only here) goes through :class:`~landcover.inference.predict.TileMapper`,
+the code ``landcover predict`` runs per tile, with predict's default window, overlap and
+batch for the default config (``configs/default.yaml``), no preview.
+
+The tile is a 6,000 x 7,500 synthetic NAIP scene (``--quick``: 1,500 x 1,200) written as a COG
+in 512 px blocks twice: DEFLATE with the horizontal predictor, as NAIP's COGs are, and
+JPEG-in-TIFF (quality 90), as some NAIP mirrors serve it. Each is mapped with the class and
+probability COGs and with the class COG alone (``--no-probs``).
+
+The I/O floor on the same tile: reading it (rasterio, the whole tile) and writing the same two
+COGs from ready-made arrays (the pipeline's own maps, read back beforehand) with the same
+compression and overviews, GDAL alone. ``ratio`` is the floor's seconds over the pipeline's:
+the share of the I/O floor's speed the pipeline reaches.
+
+Every measurement runs in its own process pinned to 1 or 2 cores (``sched_setaffinity``;
+torch's threads set to match), pipeline and floor alternately, the median of ``--repeats``
+kept; the pipeline's time is split by stage (:mod:`predict_profile`).
+
+Usage: python benchmarks/ceiling_bench.py [--quick] [--repeats N] [--out DIR] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import rasterio
+import rasterio.shutil
+import torch
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, Goal, write_results
+from predict_bench import make_checkpoint
+
+from landcover.data.synthetic import synthesize_scene
+from landcover.inference.loader import load_inference_model
+from landcover.inference.writers import CLASS_COMPRESSION, PROB_COMPRESSION
+
+REPO = Path(__file__).resolve().parents[1]
+FULL = (7500, 6000)
+"""Height and width of the tile (a NAIP DOQQ's size at 1 m)."""
+QUICK = (1500, 1200)
+INPUTS = {
+    "deflate": {"COMPRESS": "DEFLATE", "PREDICTOR": "2"},
+    "jpeg": {"COMPRESS": "JPEG", "QUALITY": "90"},
+}
+"""The tile's COG creation options, by input name."""
+RATIO_GOAL = 0.7
+SCALING_GOAL = 1.7
+NODE_CORES = 96
+MOONSHOT_MPX_S = 72.0
+"""The Chesapeake Bay watershed (about 2.6e11 px) in one hour on one 8-GPU node."""
+
+
+class StandIn(nn.Module):
+    """Fixed class logits from the bands at no cost: a 1x1 convolution with set weights.
+
+    The logits follow the pixels, so the maps have the structure (and the compressibility)
+    of a real map, not of a constant.
+
+    Args:
+        bands: Input bands.
+        classes: Output classes.
+    """
+
+    def __init__(self, bands: int, classes: int) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(bands, classes, 1)
+        generator = torch.Generator().manual_seed(0)
+        with torch.no_grad():
+            self.conv.weight.copy_(torch.randn(classes, bands, 1, 1, generator=generator))
+            self.conv.bias.zero_()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``(B, K, h, w)`` of a normalised batch ``(B, C, h, w)``."""
+        return self.conv(x)
+
+
+def make_tile(height: int, width: int, name: str, folder: Path) -> Path:
+    """The synthetic NAIP scene as a COG (512 px blocks) with one input's compression."""
+    path = folder / f"ceiling{height}x{width}_{name}_naip.tif"
+    if path.exists():
+        return path
+    image, _ = synthesize_scene(height, width, np.random.default_rng(height + width))
+    profile = {
+        "driver": "GTiff",
+        "height": height,
+        "width": width,
+        "count": 4,
+        "dtype": "uint8",
+        "crs": "EPSG:26918",
+        "transform": rasterio.Affine(1.0, 0.0, 400000.0, 0.0, -1.0, 4400000.0),
+        "photometric": "MINISBLACK",
+    }
+    scratch = folder / f"{path.stem}.scratch.tif"
+    with rasterio.open(scratch, "w", **profile, tiled=True, blockxsize=512, blockysize=512) as ds:
+        ds.write(image)
+    rasterio.shutil.copy(scratch, path, driver="COG", BLOCKSIZE="512", **INPUTS[name])
+    scratch.unlink()
+    return path
+
+
+def _pin(threads: int) -> None:
+    """Pins this process to ``threads`` cores and sizes torch's thread pool to match."""
+    cores = sorted(os.sched_getaffinity(0))
+    if len(cores) < threads:
+        raise SystemExit(f"{threads} threads asked, {len(cores)} cores available")
+    os.sched_setaffinity(0, cores[:threads])
+    torch.set_num_threads(threads)
+
+
+def pipeline_once(tile: Path, checkpoint: Path, out: Path, probs: bool) -> dict[str, Any]:
+    """Maps the tile through predict's per-tile code with the stand-in model (this process).
+
+    Returns:
+        The wall seconds, the process's CPU seconds, and each stage's wall seconds.
+    """
+    from predict_profile import profile_tile
+
+    im = load_inference_model(checkpoint, "cpu")
+    stand_in = StandIn(len(im.config.data.bands), im.mapping.num_classes).eval()
+    im = dataclasses.replace(im, model=stand_in)
+    profile = profile_tile(str(tile), im, str(out), probs=probs)
+    row: dict[str, Any] = {"seconds": profile.wall, "cpu_seconds": profile.cpu}
+    row.update({f"{k}_s": v[0] for k, v in profile.stages.items()})
+    return row
+
+
+def floor_once(tile: Path, maps: Path, out: Path, probs: bool) -> dict[str, Any]:
+    """Reads the tile and writes the same COGs from ready-made arrays (GDAL alone).
+
+    ``maps`` holds the pipeline's own class (and probability) map of the tile, read into
+    memory before the clock starts.
+    """
+    stem = tile.name.removesuffix(".tif")
+    arrays = {"class": _read(maps / f"{stem}_class.tif")}
+    if probs:
+        arrays["prob"] = _read(maps / f"{stem}_prob.tif")
+    with rasterio.open(maps / f"{stem}_class.tif") as ds:
+        grid = {"crs": ds.crs, "transform": ds.transform, "width": ds.width, "height": ds.height}
+    start = time.perf_counter()
+    with rasterio.open(tile) as src:
+        src.read()
+    _write_cog(arrays["class"], grid, out / "class.tif", "NEAREST", CLASS_COMPRESSION, 255)
+    if probs:
+        options = PROB_COMPRESSION["zstd"]
+        _write_cog(arrays["prob"], grid, out / "prob.tif", "AVERAGE", options, None)
+    return {"seconds": time.perf_counter() - start}
+
+
+def _read(path: Path) -> np.ndarray:
+    with rasterio.open(path) as ds:
+        return ds.read()
+
+
+def _write_cog(
+    array: np.ndarray,
+    grid: dict[str, Any],
+    dst: Path,
+    resampling: str,
+    options: dict[str, str],
+    nodata: int | None,
+) -> None:
+    """Writes an array as a COG the way predict does (256 px blocks, overviews, all cores)."""
+    profile = {"driver": "MEM", "count": array.shape[0], "dtype": array.dtype.name, **grid}
+    with rasterio.open("/vsimem/ceiling.tif", "w", **profile, nodata=nodata) as mem:
+        mem.write(array)
+        rasterio.shutil.copy(
+            mem,
+            dst,
+            driver="COG",
+            **options,
+            BLOCKSIZE="256",
+            OVERVIEW_RESAMPLING=resampling,
+            BIGTIFF="IF_SAFER",
+            NUM_THREADS="ALL_CPUS",
+        )
+
+
+def _child(args: argparse.Namespace) -> None:
+    """One measurement, in a process of its own: prints its row as JSON."""
+    _pin(args.threads)
+    out = Path(tempfile.mkdtemp(prefix="lc-ceiling-", dir=args.scratch))
+    if args.child == "pipeline":
+        row = pipeline_once(Path(args.tile), Path(args.checkpoint), out, args.probs)
+    else:
+        row = floor_once(Path(args.tile), Path(args.maps), out, args.probs)
+    print(json.dumps(row))
+
+
+def _measure(kind: str, threads: int, probs: bool, **paths: Path) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", kind, "--threads", str(threads)]
+    command += ["--probs"] if probs else []
+    for key, value in paths.items():
+        command += [f"--{key}", str(value)]
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"{kind} failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool, out: Path, cache: Path | None = None, repeats: int = 3) -> list[Goal]:
+    """Measures the pipeline and the floor per input, output set and thread count.
+
+    Args:
+        quick: A 1,500 x 1,200 tile, one repeat.
+        out: Results folder.
+        cache: Folder for the tiles and the checkpoint (default: a temporary folder).
+        repeats: Measurements of each, the median kept.
+
+    Returns:
+        The goals: the ratio to the floor, the 2-thread scaling, and the per-node figure.
+    """
+    height, width = QUICK if quick else FULL
+    repeats = 1 if quick else repeats
+    threads_available = min(2, len(os.sched_getaffinity(0)))
+    with tempfile.TemporaryDirectory(prefix="lc-ceiling-") as tmp:
+        folder = cache or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", folder)
+        rows: list[dict[str, Any]] = []
+        for name in INPUTS:
+            tile = make_tile(height, width, name, folder)
+            for probs in (True, False):
+                for threads in range(1, threads_available + 1):
+                    rows.append(_row(tile, checkpoint, name, probs, threads, repeats, Path(tmp)))
+    extra = {"tile": f"{width} x {height}", "repeats": repeats, "stand_in": "1x1 conv"}
+    held = goals(rows, threads_available)
+    write_results("ceiling", rows, extra, out, held)
+    return held
+
+
+def _row(
+    tile: Path, checkpoint: Path, name: str, probs: bool, threads: int, repeats: int, tmp: Path
+) -> dict[str, Any]:
+    """One table row: the median pipeline and floor runs, alternating."""
+    maps = tmp / f"maps-{name}-{probs}"
+    maps.mkdir(exist_ok=True)
+    # the pipeline's own maps for the floor to write (not timed)
+    _measure("pipeline", threads, probs, tile=tile, checkpoint=checkpoint, scratch=maps)
+    made = next(p for p in maps.iterdir() if p.is_dir())
+    pipeline, floor = [], []
+    for _ in range(repeats):
+        pipeline.append(
+            _measure("pipeline", threads, probs, tile=tile, checkpoint=checkpoint, scratch=tmp)
+        )
+        floor.append(_measure("floor", threads, probs, tile=tile, maps=made, scratch=tmp))
+    with rasterio.open(tile) as ds:
+        mpx = ds.width * ds.height / 1e6
+    best = sorted(pipeline, key=lambda r: r["seconds"])[len(pipeline) // 2]
+    floor_s = statistics.median(r["seconds"] for r in floor)
+    row: dict[str, Any] = {
+        "input": name,
+        "outputs": "class+prob" if probs else "class",
+        "threads": threads,
+        "pipeline_s": round(best["seconds"], 2),
+        "mpx_s": round(mpx / best["seconds"], 2),
+        "mpx_s_per_core": round(mpx / best["seconds"] / threads, 2),
+        "floor_s": round(floor_s, 2),
+        "ratio": round(floor_s / best["seconds"], 3),
+        "cpu_s": round(best["cpu_seconds"], 2),
+    }
+    for stage in ("read", "compute", "write", "publish"):
+        row[f"{stage}_s"] = round(best.get(f"{stage}_s", 0.0), 2)
+    return row
+
+
+def goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
+    """The issue's goals from the table's rows.
+
+    Args:
+        rows: The rows of :func:`run`.
+        threads: The most threads measured.
+
+    Returns:
+        The goals.
+    """
+    found: list[Goal] = []
+    top = [r for r in rows if r["threads"] == threads]
+    for r in top:
+        found.append(
+            Goal(
+                "ceiling",
+                f"predict (stand-in model) / I/O floor, {r['input']} input, {r['outputs']}",
+                r["ratio"],
+                f">= {RATIO_GOAL}",
+                r["ratio"] >= RATIO_GOAL,
+                f"{threads} threads",
+            )
+        )
+    for r in top:
+        one = next(
+            (
+                o
+                for o in rows
+                if o["threads"] == 1 and (o["input"], o["outputs"]) == (r["input"], r["outputs"])
+            ),
+            None,
+        )
+        if one is None or threads < 2:
+            continue
+        scaling = round(r["mpx_s"] / one["mpx_s"], 2)
+        found.append(
+            Goal(
+                "ceiling",
+                f"predict 2 threads / 1 thread, {r['input']} input, {r['outputs']}",
+                scaling,
+                f">= {SCALING_GOAL}",
+                scaling >= SCALING_GOAL,
+            )
+        )
+    for r in rows:
+        if r["threads"] != 1 or r["input"] != "deflate":
+            continue
+        node = round(r["mpx_s_per_core"] * NODE_CORES, 1)
+        found.append(
+            Goal(
+                "ceiling",
+                f"Mpx/s per node at {NODE_CORES} cores (1-core figure x {NODE_CORES}), "
+                f"{r['outputs']}",
+                node,
+                f">= {MOONSHOT_MPX_S:g}",
+                node >= MOONSHOT_MPX_S,
+                f"{r['mpx_s_per_core']} Mpx/s per core",
+            )
+        )
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--out", type=Path, help=f"results folder (default {RESULTS})")
+    parser.add_argument("--cache", type=Path, help="keep the tiles and checkpoint here")
+    # one measurement in a child process (internal)
+    parser.add_argument("--child", choices=("pipeline", "floor"), help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--probs", action="store_true", help=argparse.SUPPRESS)
+    for key in ("tile", "checkpoint", "maps", "scratch"):
+        parser.add_argument(f"--{key}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    run(args.quick, out, args.cache, args.repeats)
+
+
+if __name__ == "__main__":
+    main()
