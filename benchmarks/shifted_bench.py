@@ -195,9 +195,16 @@ def run(
         world = work / f"world-seed{seed}"
         if not (world / "manifest.csv").exists():
             _cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(seed))
-        for name in wanted:
+        held: list[Goal] = []
+        for name in wanted:  # the results file is written after each variant (hours in all)
             kept[name] = train_and_score(name, VARIANTS[name], world, work, extra)
             print(json.dumps(kept[name]), flush=True)
+            held = _write(kept, quick, seed, out)
+    return held
+
+
+def _write(kept: dict[str, dict[str, object]], quick: bool, seed: int, out: Path) -> list[Goal]:
+    """Writes the results file from the rows so far; returns the goals."""
     rows = [kept[n] for n in VARIANTS if n in kept] + [
         r for n, r in kept.items() if n not in VARIANTS
     ]
