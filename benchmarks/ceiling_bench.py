@@ -32,6 +32,7 @@ import argparse
 import dataclasses
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -113,7 +114,9 @@ def make_tile(height: int, width: int, name: str, folder: Path) -> Path:
     scratch = folder / f"{path.stem}.scratch.tif"
     with rasterio.open(scratch, "w", **profile, tiled=True, blockxsize=512, blockysize=512) as ds:
         ds.write(image)
-    rasterio.shutil.copy(scratch, path, driver="COG", BLOCKSIZE="512", **INPUTS[name])
+    partial = folder / f"{path.stem}.partial.tif"  # a cached tile is only ever a whole one
+    rasterio.shutil.copy(scratch, partial, driver="COG", BLOCKSIZE="512", **INPUTS[name])
+    os.replace(partial, path)
     scratch.unlink()
     return path
 
@@ -154,6 +157,8 @@ def floor_once(tile: Path, maps: Path, out: Path, probs: bool) -> dict[str, Any]
     arrays = {"class": _read(maps / f"{stem}_class.tif")}
     if probs:
         arrays["prob"] = _read(maps / f"{stem}_prob.tif")
+        with rasterio.open(maps / f"{stem}_prob.tif") as ds:
+            arrays["mask"] = ds.read_masks(1)
     with rasterio.open(maps / f"{stem}_class.tif") as ds:
         grid = {"crs": ds.crs, "transform": ds.transform, "width": ds.width, "height": ds.height}
     start = time.perf_counter()
@@ -162,7 +167,7 @@ def floor_once(tile: Path, maps: Path, out: Path, probs: bool) -> dict[str, Any]
     _write_cog(arrays["class"], grid, out / "class.tif", "NEAREST", CLASS_COMPRESSION, 255)
     if probs:
         options = PROB_COMPRESSION["zstd"]
-        _write_cog(arrays["prob"], grid, out / "prob.tif", "AVERAGE", options, None)
+        _write_cog(arrays["prob"], grid, out / "prob.tif", "AVERAGE", options, None, arrays["mask"])
     return {"seconds": time.perf_counter() - start}
 
 
@@ -178,11 +183,15 @@ def _write_cog(
     resampling: str,
     options: dict[str, str],
     nodata: int | None,
+    mask: np.ndarray | None = None,
 ) -> None:
-    """Writes an array as a COG the way predict does (256 px blocks, overviews, all cores)."""
+    """Writes an array as a COG the way predict does (256 px blocks, overviews, all cores;
+    the probability map with its mask band)."""
     profile = {"driver": "MEM", "count": array.shape[0], "dtype": array.dtype.name, **grid}
     with rasterio.open("/vsimem/ceiling.tif", "w", **profile, nodata=nodata) as mem:
         mem.write(array)
+        if mask is not None:
+            mem.write_mask(mask)
         rasterio.shutil.copy(
             mem,
             dst,
@@ -203,12 +212,17 @@ def _child(args: argparse.Namespace) -> None:
         row = pipeline_once(Path(args.tile), Path(args.checkpoint), out, args.probs)
     else:
         row = floor_once(Path(args.tile), Path(args.maps), out, args.probs)
+    if not args.keep_maps:  # a full run would otherwise keep GBs of maps until its end
+        shutil.rmtree(out)
     print(json.dumps(row))
 
 
-def _measure(kind: str, threads: int, probs: bool, **paths: Path) -> dict[str, Any]:
+def _measure(
+    kind: str, threads: int, probs: bool, keep_maps: bool = False, **paths: Path
+) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, "--threads", str(threads)]
     command += ["--probs"] if probs else []
+    command += ["--keep-maps"] if keep_maps else []
     for key, value in paths.items():
         command += [f"--{key}", str(value)]
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False)
@@ -221,7 +235,7 @@ def run(quick: bool, out: Path, cache: Path | None = None, repeats: int = 3) -> 
     """Measures the pipeline and the floor per input, output set and thread count.
 
     Args:
-        quick: A 1,500 x 1,200 tile, one repeat.
+        quick: A 1,500 x 1,200 tile, one repeat, no goals.
         out: Results folder.
         cache: Folder for the tiles and the checkpoint (default: a temporary folder).
         repeats: Measurements of each, the median kept.
@@ -243,7 +257,7 @@ def run(quick: bool, out: Path, cache: Path | None = None, repeats: int = 3) -> 
                 for threads in range(1, threads_available + 1):
                     rows.append(_row(tile, checkpoint, name, probs, threads, repeats, Path(tmp)))
     extra = {"tile": f"{width} x {height}", "repeats": repeats, "stand_in": "1x1 conv"}
-    held = goals(rows, threads_available)
+    held = [] if quick else goals(rows, threads_available)
     write_results("ceiling", rows, extra, out, held)
     return held
 
@@ -253,9 +267,9 @@ def _row(
 ) -> dict[str, Any]:
     """One table row: the median pipeline and floor runs, alternating."""
     maps = tmp / f"maps-{name}-{probs}"
-    maps.mkdir(exist_ok=True)
-    # the pipeline's own maps for the floor to write (not timed)
-    _measure("pipeline", threads, probs, tile=tile, checkpoint=checkpoint, scratch=maps)
+    if not maps.exists():  # the pipeline's own maps, for the floor to write (not timed)
+        maps.mkdir()
+        _measure("pipeline", 1, probs, True, tile=tile, checkpoint=checkpoint, scratch=maps)
     made = next(p for p in maps.iterdir() if p.is_dir())
     pipeline, floor = [], []
     for _ in range(repeats):
@@ -265,8 +279,9 @@ def _row(
         floor.append(_measure("floor", threads, probs, tile=tile, maps=made, scratch=tmp))
     with rasterio.open(tile) as ds:
         mpx = ds.width * ds.height / 1e6
-    best = sorted(pipeline, key=lambda r: r["seconds"])[len(pipeline) // 2]
-    floor_s = statistics.median(r["seconds"] for r in floor)
+    # the median run (the lower one of an even count), with its stage split
+    best = sorted(pipeline, key=lambda r: r["seconds"])[(len(pipeline) - 1) // 2]
+    floor_s = statistics.median_low(r["seconds"] for r in floor)
     row: dict[str, Any] = {
         "input": name,
         "outputs": "class+prob" if probs else "class",
@@ -355,6 +370,7 @@ def main() -> None:
     parser.add_argument("--child", choices=("pipeline", "floor"), help=argparse.SUPPRESS)
     parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--probs", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--keep-maps", action="store_true", help=argparse.SUPPRESS)
     for key in ("tile", "checkpoint", "maps", "scratch"):
         parser.add_argument(f"--{key}", help=argparse.SUPPRESS)
     args = parser.parse_args()

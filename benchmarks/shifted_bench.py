@@ -183,7 +183,13 @@ def run(
     path = out / "shifted.json"
     kept: dict[str, dict[str, object]] = {}
     if path.exists() and not quick:
-        kept = {r["variant"]: r for r in json.loads(path.read_text())["rows"]}
+        earlier = json.loads(path.read_text())
+        if earlier.get("world") != _world_note(seed):
+            raise SystemExit(
+                f"{path} holds rows of another world ({earlier.get('world')}); "
+                f"give --out another folder for seed {seed}"
+            )
+        kept = {r["variant"]: r for r in earlier["rows"]}
     if keep is not None:
         keep.mkdir(parents=True, exist_ok=True)
     with (
@@ -209,9 +215,13 @@ def _write(kept: dict[str, dict[str, object]], quick: bool, seed: int, out: Path
         r for n, r in kept.items() if n not in VARIANTS
     ]
     held = [] if quick else goals(kept)
-    world_note = f"data synth --profile shifted --seed {seed}"
-    write_results("shifted", rows, {"world": world_note, "quick": quick}, out, held)
+    write_results("shifted", rows, {"world": _world_note(seed), "quick": quick}, out, held)
     return held
+
+
+def _world_note(seed: int) -> str:
+    """How the world was made, as the results file records it."""
+    return f"data synth --profile shifted --seed {seed}"
 
 
 def goals(rows: dict[str, dict[str, object]]) -> list[Goal]:

@@ -12,7 +12,7 @@ import torch
 
 from landcover.checkpoint import load_checkpoint
 
-from conftest import run_cli, train_args
+from conftest import assert_one_line_error, run_cli, train_args
 
 PROB_TOLERANCE = 1
 """Largest difference of a stored (x 255) probability: the last bit of rounding."""
@@ -47,11 +47,11 @@ def test_compiled_predict_gives_the_eager_maps(
 
 
 @pytest.mark.slow
-def test_training_with_run_compile_saves_an_ordinary_checkpoint(
+def test_two_workers_train_compiled_and_save_an_ordinary_checkpoint(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1")
+    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "2")
     result = run_cli(*args, "--set", "run.compile=true", timeout=900)
     assert result.returncode == 0, result.stderr
     assert "training: the model is compiled (torch.compile)" in result.stderr
@@ -67,3 +67,15 @@ def test_training_with_run_compile_saves_an_ordinary_checkpoint(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "maps" / "synth_001_naip_class.tif").is_file()
+
+
+def test_a_compiler_that_fails_is_one_error_line(
+    tiny_data: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    env = {"CXX": "/bin/false", "TORCHINDUCTOR_CACHE_DIR": str(tmp_path / "inductor")}
+    result = run_cli(
+        "predict", str(tiny_data / "synth_000_naip.tif"), "--checkpoint", str(checkpoint),
+        "--out", str(tmp_path / "maps"), "--compile", env=env,
+    )  # fmt: skip
+    assert_one_line_error(result, "--compile: torch.compile failed", "C++ compiler")
+    assert not list((tmp_path / "maps").glob("*_class.tif"))

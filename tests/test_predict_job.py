@@ -409,7 +409,8 @@ def test_no_probs_writes_the_class_maps_alone(
 ) -> None:
     """``--no-probs``: the same class maps as a full run (tiles predicted on their own grid and
     on a working grid alike), no probability map, VRT or STAC asset, and a rerun that keeps
-    the class maps as complete; a later run that wants probabilities predicts again."""
+    the class maps as complete; a later run that wants probabilities predicts again, and one
+    without them removes the probabilities that no longer fit."""
     out = tmp_path / "classes"
     base = ["--checkpoint", str(checkpoint), "--out", str(out)]
     result = predict(str(region), *base, "--no-probs")
@@ -433,6 +434,11 @@ def test_no_probs_writes_the_class_maps_alone(
     assert predict(one, *base).returncode == 0
     assert tiles_by_status(out) == {"done": {"a1_naip.tif"}}
     np.testing.assert_array_equal(read(out / "a1_naip_prob.tif"), read(full / "a1_naip_prob.tif"))
+    assert (out / "mosaic_prob.vrt").is_file()
+    # predicted again without probabilities: the earlier ones no longer fit, and go
+    assert predict(one, *base, "--no-probs", "--overwrite").returncode == 0
+    assert not (out / "a1_naip_prob.tif").exists() and not (out / "mosaic_prob.vrt").exists()
+    assert summary(out)["job"]["probabilities"] is False
 
 
 # --- resuming ----------------------------------------------------------------------------------

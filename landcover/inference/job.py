@@ -574,6 +574,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 "model_sha256": fingerprint.model_sha256,
                 "fingerprint": fingerprint.digest,
                 "options": fingerprint.options,
+                "probabilities": spec.options.probs,
                 "workers": env.world_size,
                 "overwrite": spec.job.overwrite,
                 "started": started_at,

@@ -220,7 +220,8 @@ def write_mosaics(
 ) -> list[str]:
     """Writes the class and probability VRTs of every tile with maps, one pair per CRS.
 
-    The probability VRT is left out when the tiles have no probability maps (``--no-probs``).
+    The probability VRT is left out when the tiles have no probability maps (``--no-probs``),
+    and an earlier run's is removed.
 
     Args:
         records: The job's records (tiles without maps are ignored).
@@ -261,6 +262,8 @@ def write_mosaics(
         trees = [("class", class_vrt(group, wkt, mapping))]
         if all(r.outputs is not None and r.outputs.prob_map for r in group):
             trees.append(("prob", prob_vrt(group, wkt, mapping, prob_dtype)))
+        else:  # an earlier run's probability mosaic no longer fits the class maps
+            storage.remove(storage.join(out, f"mosaic_prob{suffix}.vrt"))
         for kind, tree in trees:
             ET.indent(tree)
             path = storage.join(out, f"mosaic_{kind}{suffix}.vrt")

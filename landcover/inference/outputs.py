@@ -3,12 +3,13 @@
 A predict job is resumable because each map records what made it: a fingerprint of the model
 (a sha256 of its weights, with the bands, normalisation and classes the checkpoint applies)
 and of the options that change pixels (window, overlap, probability dtype, and test-time
-augmentation and resolution where predict offers them), written into both maps' metadata
+augmentation and resolution where predict offers them), written into every map's metadata
 (``LANDCOVER_FINGERPRINT``). A tile is complete, and skipped on a rerun, when
 
-- its class and probability maps (the class map alone with ``--no-probs``) open, are Cloud Optimized GeoTIFFs as GDAL's COG driver
-  writes them (``LAYOUT=COG`` as GDAL reports it, 256 px blocks, internal overviews when
-  larger than one block) whose last block can be read (a truncated copy cannot);
+- its class and probability maps (the class map alone with ``--no-probs``) open, are Cloud
+  Optimized GeoTIFFs as GDAL's COG driver writes them (``LAYOUT=COG`` as GDAL reports it,
+  256 px blocks, internal overviews when larger than one block) whose last block can be read
+  (a truncated copy cannot);
 - they lie on exactly the input's grid (CRS, transform, size) with the right bands and data
   type;
 - they carry this job's fingerprint; and
@@ -110,7 +111,7 @@ class Fingerprint:
         return hashlib.sha256(text.encode()).hexdigest()[:32]
 
     def tags(self) -> dict[str, str]:
-        """The metadata tags written into both maps."""
+        """The metadata tags written into the maps."""
         return {
             FINGERPRINT_TAG: self.digest,
             MODEL_TAG: self.model_sha256,

@@ -44,7 +44,8 @@ from landcover.inference.writers import (
     error_reason,
     scratch_folder,
 )
-from landcover.models import compile_model
+from landcover.models import compile_check, compile_model
+from landcover.parallel.devices import autocast
 
 log = logging.getLogger("landcover")
 
@@ -64,10 +65,11 @@ class PredictOptions:
         tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
         prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
         probs: Write the probability map (``--no-probs``: the class map alone, which saves
-            the probabilities' encoding, compression and overviews).
+            the probabilities' encoding, compression and overviews; an earlier run's
+            probability map of a predicted tile is removed, as it no longer fits).
         compile: Run the model compiled (``torch.compile``); the maps equal the eager ones
             within floating-point rounding.
-        tags: Extra metadata tags written into both maps (a job's fingerprint).
+        tags: Extra metadata tags written into the maps (a job's fingerprint).
         resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
             metres (see :mod:`landcover.inference.resolution`).
     """
@@ -161,11 +163,15 @@ class TileMapper:
             im.config.data.patch_size, options.window, options.overlap, options.batch_size
         )
         self.tta = parse_tta(options.tta)
-        if options.compile:
-            compile_model(im.model, "predict")
         self.resolution = resolve_resolution(options.resolution, im.pixel_size_m, im.checkpoint)
+        model = im.model
+        if options.compile:
+            model = compile_model(im.model, "predict")
+            example = torch.zeros(batch, window, window, im.bands, dtype=torch.uint8)
+            with autocast(im.device, im.autocast_dtype):
+                compile_check(model, im.prepare(example.to(im.device)), "--compile")
         self.predictor = SlidingWindowPredictor(
-            im.model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype, self.tta
+            model, window, overlap, batch, im.prepare, im.device, im.autocast_dtype, self.tta
         )
         self._publisher = ThreadPoolExecutor(1, thread_name_prefix="landcover-publish")
         self._pending: list[Future] = []
@@ -358,6 +364,8 @@ class TileMapper:
                 ),
             }
             out = str(self.options.out)
+            if prob_dst is None:  # an earlier run's probabilities no longer fit the class map
+                storage.remove(storage.join(out, f"{maps.stem}_prob.tif"))
             if storage.is_remote(out):
                 for key in ("class", "prob", "preview"):
                     if summary[key] is not None:

@@ -223,7 +223,7 @@ class MapWriter:
         scratch: A scratch folder for the uncompressed intermediates.
         prob_dtype: ``uint8`` (probability x 255) or ``float32``; ``None``: the class map
             alone (``--no-probs``), and strips carry no probabilities.
-        tags: Extra metadata written into both maps.
+        tags: Extra metadata written into the maps.
         label: Names the maps in error messages (default: the scratch folder).
     """
 
@@ -301,6 +301,8 @@ class MapWriter:
         h, w = strip.valid.shape
         window = Window(0, strip.row, w, h)
         probs = strip.probs if self.prob is not None else None
+        if self.prob is not None and probs is None:
+            raise ValueError(f"{self.label}: a strip without the probabilities this map holds")
         if not strip.valid.all():
             invalid = ~strip.valid
             strip.classes[invalid] = CLASS_NODATA

@@ -1,32 +1,56 @@
-"""Compiled models: ``torch.compile`` (TorchInductor) applied to a model in place.
+"""Compiled models: ``torch.compile`` (TorchInductor) around a model's calls.
 
-``nn.Module.compile`` compiles the module's forward where it stands: the module keeps its
-type, parameters and state-dict keys, so DDP wraps it, checkpoints save it and the weights'
-moving average copies it exactly as an eager model. Compilation is lazy: the first forward
-(and, in training, the first backward) of each input shape pays the compile time, and a
-change of shape (the last, smaller batch of a tile) compiles once more.
+The compiled module is a wrapper (``torch.compile``'s ``OptimizedModule``) around the same
+parameters: checkpoints save the bare model, so they hold the usual state-dict keys, and what
+is not wrapped (validation, the weights' moving average) runs eagerly. Compilation is lazy:
+the first call of each input shape pays the compile time (:func:`compile_check` pays it up
+front and turns a failure into one line).
 """
 
 from __future__ import annotations
 
 import logging
 
+import torch
 from torch import nn
+
+from landcover.errors import ConfigError
 
 log = logging.getLogger("landcover")
 
 
-def compile_model(model: nn.Module, what: str) -> nn.Module:
-    """Compiles a model's forward in place with ``torch.compile`` (default mode, inductor).
+def compile_model(module: nn.Module, what: str) -> nn.Module:
+    """Wraps a module in ``torch.compile`` (default mode, inductor).
 
     Args:
-        model: The bare model (not a DDP wrapper), already on its device.
+        module: The module to call compiled: the DDP wrapper in training (so DDP's
+            optimizer splits the graph at its gradient buckets), the bare model in predict.
         what: Says what runs compiled, for the log line (``training``, ``predict``).
 
     Returns:
-        The same module, its calls now compiled.
+        The compiled wrapper; it shares ``module``'s parameters.
     """
-    if getattr(model, "_compiled_call_impl", None) is None:
-        model.compile()
-        log.info("%s: the model is compiled (torch.compile) at its first forward pass", what)
-    return model
+    log.info("%s: the model is compiled (torch.compile) at its first call", what)
+    return torch.compile(module)
+
+
+def compile_check(model: nn.Module, example: torch.Tensor, what: str) -> None:
+    """Runs a compiled model once (no gradients), so a compile failure is one clear error.
+
+    Args:
+        model: The compiled model.
+        example: An input of the shape it will mostly see.
+        what: The option that asked for compilation, for the message.
+
+    Raises:
+        ConfigError: If compilation fails (on the CPU, TorchInductor needs a C++ compiler).
+    """
+    try:
+        with torch.no_grad():
+            model(example)
+    except Exception as exc:  # torch's compile errors have no common base class
+        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
+        raise ConfigError(
+            f"{what}: torch.compile failed ({first}); leave it off, or on the CPU install a "
+            "C++ compiler"
+        ) from None

@@ -92,7 +92,8 @@ def accumulation_step(
     total = torch.zeros((), device=micro_batches[0][0].device)
     k = len(micro_batches)
     for i, (inputs, target) in enumerate(micro_batches):
-        skip_sync = isinstance(model, DistributedDataParallel) and (i < k - 1 or not sync)
+        ddp = isinstance(getattr(model, "_orig_mod", model), DistributedDataParallel)  # compiled
+        skip_sync = ddp and (i < k - 1 or not sync)
         with model.no_sync() if skip_sync else contextlib.nullcontext():
             with autocast(inputs.device, autocast_dtype):
                 logits = model(inputs)

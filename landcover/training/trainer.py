@@ -268,8 +268,8 @@ class Trainer:
         self.engine.broadcast_initial(self.model, self.optimizer, resumed=start_epoch > 0)
         self.ema = start_ema(self.model, cfg.optim.ema_decay, self.resumed)
         self.resumed = None
-        if cfg.run.compile:  # after the average's copy, which validation runs eagerly
-            compile_model(self.model, "training")
+        if cfg.run.compile:  # the training step's calls; validation and checkpoints stay eager
+            self.replica.module = compile_model(self.replica.module, "training")
         if start_epoch >= cfg.optim.epochs:
             log.info(
                 "nothing to do: the run already has %d epoch(s), --epochs is %d",
