@@ -26,7 +26,7 @@ from landcover.data.normalize import tile_normalizer
 from landcover.data.prefetch import Prefetcher
 from landcover.data.sampler import epoch_rng
 from landcover.errors import CheckpointError, TrainingError
-from landcover.inference.sliding import SlidingWindowPredictor
+from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
 from landcover.models import (
     build_model,
@@ -230,11 +230,15 @@ class Trainer:
         if self.data.n_val == 0:
             return None, 0.0
         cfg = self.config
+        # predict's windows (four patches wide, the same overlap): fewer pixels computed twice
+        # than patch-sized windows (1.14x against 1.78x at the default overlap), and the
+        # validation maps are made the way predict and evaluate make theirs
+        window, overlap, batch = resolve_geometry(cfg.data.patch_size, None, cfg.run.val_overlap)
         predictor = SlidingWindowPredictor(
             self.ema.module if self.ema is not None else self.model,
-            cfg.data.patch_size,
-            cfg.run.val_overlap,
-            cfg.optim.batch_size,
+            window,
+            overlap,
+            batch,
             tile_normalizer(cfg.data, None, self.device),
             self.device,
             self.autocast_dtype,
