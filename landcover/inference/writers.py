@@ -238,7 +238,6 @@ class MapWriter:
     ) -> None:
         self.mapping = mapping
         self.label = label or str(scratch)
-        self.prob_dtype = None if prob_dtype is None else np.dtype(prob_dtype)
         base = {
             "driver": "GTiff",
             "width": src.width,
@@ -272,16 +271,16 @@ class MapWriter:
             self.cls.write_colormap(1, class_colormap(mapping))
             self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
             self.cls.set_band_description(1, "class")
-            if self.prob_path is not None and self.prob_dtype is not None:
+            if self.prob_path is not None:
                 prob_profile = {
                     **base,
                     "count": len(names),
-                    "dtype": self.prob_dtype.name,
+                    "dtype": np.dtype(prob_dtype).name,
                     "photometric": "MINISBLACK",
                 }
                 self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
                 self.prob.update_tags(
-                    **meta, PROBABILITY_SCALE="255" if self.prob_dtype == np.uint8 else "1"
+                    **meta, PROBABILITY_SCALE="255" if np.dtype(prob_dtype) == np.uint8 else "1"
                 )
                 for i, name in enumerate(names, start=1):
                     self.prob.set_band_description(i, name)

@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from landcover.errors import ConfigError
+from landcover.models.factory import first_line
 
 log = logging.getLogger("landcover")
 
@@ -49,8 +50,7 @@ def compile_check(model: nn.Module, example: torch.Tensor, what: str) -> None:
         with torch.no_grad():
             model(example)
     except Exception as exc:  # torch's compile errors have no common base class
-        first = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else type(exc).__name__
         raise ConfigError(
-            f"{what}: torch.compile failed ({first}); leave it off, or on the CPU install a "
-            "C++ compiler"
+            f"{what}: torch.compile failed ({first_line(exc)[:200]}); leave it off, or on the "
+            "CPU install a C++ compiler"
         ) from None
