@@ -611,9 +611,11 @@ def main() -> None:
     So do read-only, unwritable and full destinations (:mod:`landcover.diskerrors`). Every
     line the process prints passes through :mod:`landcover.redaction`.
     """
+    from landcover.allocator import tune_allocator
     from landcover.diskerrors import uncaught_output_error
 
     redaction.install()
+    tune_allocator()
     try:
         app()
     except LandcoverError as exc:

@@ -148,6 +148,9 @@ def test_reader_failure_is_one_line_and_leaves_nothing(
     before = _landcover_threads()
     with pytest.raises(DataError, match=r"cut\.tif: cannot read rows"):
         predict_tile(str(truncated_tile), im, PredictOptions(str(out), window=128))
+    # read row by row (a tile too large to hold): the reader thread fails mid-tile
+    with pytest.raises(DataError, match=r"cut\.tif: cannot read rows [1-9]"):
+        predict_tile(str(truncated_tile), im, PredictOptions(str(out), window=128, tile_memory=0))
     assert _landcover_threads() == before == []
     assert_no_maps(out, "cut.tif")
 

@@ -43,8 +43,8 @@ class BandNormalizer:
             ``(B, C, H, W)`` float32 tensor ``(x / 255 - mean) / std``; its memory stays
             channels-last, which is what ``channels_last`` models want on CUDA.
         """
-        x = images.permute(0, 3, 1, 2).float()
-        return x * self.scale - self.shift
+        x = images.permute(0, 3, 1, 2).to(torch.float32, copy=True)
+        return x.mul_(self.scale).sub_(self.shift)
 
 
 STD_FLOOR = 1.0 / 255.0
@@ -104,13 +104,17 @@ class BandSums:
             pixels: ``(H, W, C)`` uint8 values.
             nodata: ``(H, W)`` bool, True where there is no data; ``None``: all valid.
         """
-        values = pixels.reshape(-1, pixels.shape[-1])
-        if nodata is not None:
-            values = values[~nodata.reshape(-1)]
-        wide = values.astype(np.int64)
+        values = torch.from_numpy(np.ascontiguousarray(pixels)).reshape(-1, pixels.shape[-1])
+        if nodata is not None and nodata.any():
+            values = values[torch.from_numpy(~nodata.reshape(-1))]
         self.count += len(values)
-        self.total += wide.sum(axis=0)
-        self.squares += (wide * wide).sum(axis=0)
+        # exact integer sums from each band's histogram of its 256 values: one pass over
+        # the bytes, no wide copy of the pixels (25x the int64 sums on a NAIP strip)
+        levels = np.arange(256, dtype=np.int64)
+        for band in range(values.shape[1]):
+            counts = torch.bincount(values[:, band].contiguous(), minlength=256).numpy()
+            self.total[band] += int(counts @ levels)
+            self.squares[band] += int(counts @ (levels * levels))
 
     def stats(self) -> TileStats | None:
         """The statistics, or ``None`` when no pixel was valid.

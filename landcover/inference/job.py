@@ -44,6 +44,7 @@ import rasterio
 import torch
 
 from landcover import storage
+from landcover.allocator import tune_allocator
 from landcover.config import RunConfig
 from landcover.diskerrors import OutputError, check_output_folder
 from landcover.errors import DataError, LandcoverError
@@ -528,6 +529,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     Raises:
         LandcoverError: If the checkpoint or the inputs are unusable (every rank raises).
     """
+    tune_allocator()
     env = jobcomm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)

@@ -6,6 +6,7 @@ bands, normalisation and patch size.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,12 @@ from torch import nn
 from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
-from landcover.data.normalize import BandNormalizer, dataset_band_stats, tile_normalizer
+from landcover.data.normalize import (
+    BandNormalizer,
+    TileStats,
+    dataset_band_stats,
+    tile_normalizer,
+)
 from landcover.errors import CheckpointError, DataError
 from landcover.models import build_model
 from landcover.parallel.devices import choose_precision, resolve_device
@@ -123,18 +129,26 @@ def checkpoint_pixel_size(value: object) -> float | None:
     return None
 
 
-def dataset_normalizer(im: InferenceModel, ds: Any, name: str) -> BandNormalizer:
+def dataset_normalizer(
+    im: InferenceModel,
+    ds: Any,
+    name: str,
+    stats: Callable[[], TileStats | None] | None = None,
+) -> BandNormalizer:
     """The normaliser of one raster as the checkpoint's ``data.normalize`` says.
 
     ``global``: the training statistics (``im.prepare``). ``per_tile``: the raster's own band
-    statistics over its valid pixels (one extra read of it), the same numbers training
-    measured on a tile in memory; ``predict`` and ``evaluate`` both call this on the grid they
-    predict on, so they give the same map.
+    statistics over its valid pixels (one extra read of it, unless ``stats`` has them from
+    pixels already in memory), the same numbers training measured on a tile in memory;
+    ``predict`` and ``evaluate`` both call this on the grid they predict on, so they give the
+    same map.
 
     Args:
         im: The loaded model.
         ds: The open raster (or warped VRT) about to be predicted.
         name: Its path, for messages.
+        stats: Measures the raster's statistics (called only under ``per_tile``); default:
+            read ``ds`` strip by strip.
 
     Returns:
         The normaliser.
@@ -144,10 +158,12 @@ def dataset_normalizer(im: InferenceModel, ds: Any, name: str) -> BandNormalizer
     """
     if im.config.data.normalize != "per_tile":
         return im.prepare
+    if stats is not None:
+        return tile_normalizer(im.config.data, stats(), im.device)
     from rasterio.errors import RasterioError
 
     try:
-        stats = dataset_band_stats(ds)
+        measured = dataset_band_stats(ds)
     except RasterioError as exc:
         raise DataError(f"{name}: cannot read it for its band statistics ({exc})") from None
-    return tile_normalizer(im.config.data, stats, im.device)
+    return tile_normalizer(im.config.data, measured, im.device)

@@ -23,10 +23,9 @@ import rasterio
 import torch
 from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
-from rasterio.windows import Window
 
 from landcover import storage
-from landcover.data.raster import nodata_mask, open_raster
+from landcover.data.raster import open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel, dataset_normalizer
@@ -35,6 +34,7 @@ from landcover.inference.preview import write_preview
 from landcover.inference.records import ClassCounts, Grid
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
+from landcover.inference.tileread import IN_MEMORY_BYTES, TileSource
 from landcover.inference.tta import parse_tta
 from landcover.inference.writers import (
     CLASS_NODATA,
@@ -72,6 +72,9 @@ class PredictOptions:
         tags: Extra metadata tags written into the maps (a job's fingerprint).
         resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
             metres (see :mod:`landcover.inference.resolution`).
+        tile_memory: Largest decoded tile, in bytes, held whole in memory (decoded once, in
+            parallel); a larger one is read row by row (see
+            :mod:`landcover.inference.tileread`).
     """
 
     out: str
@@ -87,6 +90,7 @@ class PredictOptions:
     compile: bool = False
     tags: dict[str, str] = field(default_factory=dict)
     resolution: str = "train"
+    tile_memory: int = IN_MEMORY_BYTES
 
 
 def check_bands(src: Any, path: str, bands: int) -> None:
@@ -307,7 +311,10 @@ class TileMapper:
         im, options, predictor = self.im, self.options, self.predictor
         cuda = im.device.type == "cuda"
         height, width, bands = src.height, src.width, src.count
-        predictor.prepare = dataset_normalizer(im, src, tile)
+        source = TileSource.open(
+            src, tile, options.tile_memory
+        )  # decoded once, on every core, when it fits
+        predictor.prepare = dataset_normalizer(im, src, tile, source.stats)
         plan = predictor.plan(height, width)
         blender = predictor.blender(plan)
         progress = _Progress(tile, height, width, options.log_every_s)
@@ -316,15 +323,8 @@ class TileMapper:
             a, b = plan.rows(i)
             row, keep = plan.strip(i)
             rows = np.zeros((plan.window, plan.padded_width, bands), dtype=np.uint8)
-            try:  # GDAL interleaves the bands straight into the padded buffer
-                src.read(
-                    window=Window(0, a, width, b - a),
-                    out=np.moveaxis(rows[: b - a, :width], -1, 0),
-                )
-                strip = rows[row - a : row - a + keep, :width]
-                valid = ~nodata_mask(src, Window(0, row, width, keep), pixels=strip)
-            except RasterioError as exc:
-                raise DataError(f"{tile}: cannot read rows {a}-{b} ({error_reason(exc)})") from None
+            source.read_rows(a, b, rows)
+            valid = source.valid(row, keep, rows[row - a : row - a + keep, :width])
             pixels = torch.from_numpy(rows)
             return (pixels.pin_memory() if cuda else pixels), valid
 
@@ -333,7 +333,7 @@ class TileMapper:
             probs = blender.add(pixels.to(im.device, non_blocking=True))
             if probs is None:
                 return None
-            classes, stored = encode_probs(probs, self.stored_dtype)
+            classes, stored = encode_probs(probs, self.stored_dtype, overwrite=True)
             row, keep = plan.strip(i)
             progress.update(row + keep)
             return EncodedStrip(row, classes, stored, valid)

@@ -318,8 +318,8 @@ class SlidingWindowPredictor:
             for i in range(len(plan)):
                 rows = torch.from_numpy(plan.pad(read_rows(*plan.rows(i))))
                 probs = blender.add(rows.to(self.device))
-                if probs is not None:
-                    yield plan.strip(i)[0], probs.cpu()
+                if probs is not None:  # a copy: the blender reuses its buffer
+                    yield plan.strip(i)[0], probs.to("cpu", copy=True)
 
     def predict_array(self, image: np.ndarray) -> torch.Tensor:
         """Predicts a whole in-memory image.
@@ -357,11 +357,16 @@ class StripBlender:
             else blend_weights(p, predictor.overlap).to(predictor.device)
         )
         self.acc: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None
         self.norm = torch.zeros((p, plan.padded_width), device=predictor.device)
         self.row = 0
 
     def add(self, rows: torch.Tensor) -> torch.Tensor | None:
         """Predicts the next row of windows and returns the rows it makes final.
+
+        The arithmetic is that of a plain loop (each window's probabilities times the
+        weights, added in window order, divided by the summed weights), done in place in
+        buffers kept from row to row: no full-strip tensor is allocated per row.
 
         Args:
             rows: ``(window, padded_width, C)`` uint8 image rows on the device (see
@@ -369,22 +374,28 @@ class StripBlender:
 
         Returns:
             ``(K, h, width)`` float32 probabilities of the strip ``plan.strip(row)`` on the
-            device, or ``None`` when the row finishes no image row.
+            device, or ``None`` when the row finishes no image row. The tensor is a view of
+            a buffer the next call overwrites: use it (or copy it) before then.
         """
         plan, p, batch = self.plan, self.plan.window, self.predictor.batch_size
         for j in range(0, len(plan.xs), batch):
             chunk = plan.xs[j : j + batch]
             crops = torch.stack([rows[:, x : x + p] for x in chunk])
-            probs = self.predictor.window_probs(crops) * self.weights
+            probs = self.predictor.window_probs(crops).mul_(self.weights)
             if self.acc is None:
                 k = probs.shape[1]
                 self.acc = torch.zeros((k, p, plan.padded_width), device=probs.device)
+                self.out = torch.empty((k, p, plan.width), device=probs.device)
             for x, prob in zip(chunk, probs, strict=True):
                 self.acc[:, :, x : x + p] += prob
                 self.norm[:, x : x + p] += self.weights
+            del probs
         assert self.acc is not None
         _, keep = plan.strip(self.row)
-        out = self.acc[:, :keep, : plan.width] / self.norm[:keep, : plan.width] if keep else None
+        out = None
+        if keep:
+            out = self.out[:, :keep]
+            torch.div(self.acc[:, :keep, : plan.width], self.norm[:keep, : plan.width], out=out)
         done = plan.done(self.row)
         rest = p - done
         if rest > 0:  # the overlap rows carry over; the rest starts again from zero

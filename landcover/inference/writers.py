@@ -87,14 +87,16 @@ def first_argmax(probs: torch.Tensor) -> torch.Tensor:
     """
     best = probs[0].clone()
     index = torch.zeros(best.shape, dtype=torch.uint8, device=probs.device)
+    larger = torch.empty(best.shape, dtype=torch.bool, device=probs.device)
     for k in range(1, probs.shape[0]):
-        index.masked_fill_(probs[k] > best, k)
+        torch.gt(probs[k], best, out=larger)
+        index.masked_fill_(larger, k)
         torch.maximum(best, probs[k], out=best)
     return index
 
 
 def encode_probs(
-    probs: torch.Tensor, prob_dtype: str | None
+    probs: torch.Tensor, prob_dtype: str | None, overwrite: bool = False
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Turns a strip of probabilities into class indices and stored probabilities.
 
@@ -104,6 +106,7 @@ def encode_probs(
         probs: ``(K, h, W)`` float32 probabilities.
         prob_dtype: ``uint8`` (``round(p x 255)``, ties to even), ``float32``, or ``None``
             when no probabilities are stored (only the arg-max is made).
+        overwrite: ``probs`` is scratch: the uint8 scaling may be done in it, in place.
 
     Returns:
         ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored
@@ -112,8 +115,10 @@ def encode_probs(
     classes = first_argmax(probs)
     if prob_dtype is None:
         return classes.cpu().numpy(), None
-    uint8 = prob_dtype == "uint8"
-    stored = probs.mul(255.0).round_().to(torch.uint8) if uint8 else probs.float()
+    if prob_dtype != "uint8":
+        return classes.cpu().numpy(), probs.to("cpu", torch.float32, copy=True).numpy()
+    scaled = probs.mul_(255.0) if overwrite else probs.mul(255.0)
+    stored = scaled.round_().to(torch.uint8)
     return classes.cpu().numpy(), stored.cpu().numpy()
 
 

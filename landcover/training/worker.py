@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from landcover.allocator import tune_allocator
 from landcover.config import Config, config_from_dict
 from landcover.errors import PeerFailureError
 from landcover.logs import setup_logging
@@ -80,5 +81,6 @@ def worker_entry(config_dict: dict[str, Any]) -> dict[str, Any]:
     Returns:
         The last epoch's metrics record.
     """
+    tune_allocator()
     env = env_from_environ() or DistEnv()
     return run_worker(config_from_dict(config_dict), env)

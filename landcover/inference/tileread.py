@@ -1,0 +1,155 @@
+"""Reading a tile for prediction: decoded once, on every core, into memory when it fits.
+
+``landcover predict`` needs a tile's pixels twice under ``data.normalize: per_tile``: once for
+its band statistics (before the first window can be normalised) and once window row by window
+row. Decoding a compressed NAIP tile is one of the largest host costs of mapping (about 1 s of
+one core for a 6,000 x 7,500 DEFLATE tile, ``benchmarks/ceiling_bench.py``), so a tile whose
+pixels fit in :data:`IN_MEMORY_BYTES` is decoded once, whole, with GDAL decoding its blocks
+in parallel threads (``GDAL_NUM_THREADS``; GDAL releases the GIL), and the statistics and the
+window rows both come from that array. A larger tile (or a warped working-grid view, which
+GDAL resamples as it reads) is read strip by strip as before: the statistics in one pass, the
+rows as they are predicted, so memory stays bounded by the tile's width.
+
+Either way the rows, the no-data mask and the statistics are the same numbers: the same
+:func:`~landcover.data.raster.nodata_mask` policy, and exact integer band sums that do not
+depend on how the pixels are cut into strips.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import rasterio
+from rasterio.errors import RasterioError
+from rasterio.windows import Window
+
+from landcover.data.normalize import TileStats, array_band_stats, dataset_band_stats
+from landcover.data.raster import has_nodata, nodata_mask
+from landcover.errors import DataError
+from landcover.inference.writers import error_reason
+
+IN_MEMORY_BYTES = 2 << 30
+"""Largest decoded tile held whole in memory (a 0.6 m NAIP DOQQ, 10,000 x 12,500 x 4 bytes, is
+0.5 GB); larger ones are read strip by strip."""
+
+DECODE_THREADS = "ALL_CPUS"
+"""GDAL's threads for decoding a tile's blocks (``GDAL_NUM_THREADS``)."""
+
+
+class TileSource:
+    """A tile's pixels and no-data mask for prediction, whole in memory or read on demand.
+
+    Args:
+        src: The open dataset (a file, or a warped VRT of it on a working grid).
+        name: The tile's path or URL, for messages.
+        in_memory: Decode the whole tile into memory now (see :meth:`open`).
+
+    Raises:
+        DataError: If the tile cannot be read.
+    """
+
+    def __init__(self, src: Any, name: str, in_memory: bool) -> None:
+        self.src = src
+        self.name = name
+        self.height, self.width, self.bands = src.height, src.width, src.count
+        self.pixels: np.ndarray | None = None
+        self.nodata: np.ndarray | None = None
+        if in_memory:
+            pixels = np.empty((self.height, self.width, self.bands), dtype=np.uint8)
+            try:
+                with rasterio.Env(GDAL_NUM_THREADS=DECODE_THREADS):
+                    src.read(out=np.moveaxis(pixels, -1, 0))
+                if has_nodata(src):
+                    self.nodata = nodata_mask(src, None, pixels=pixels)
+            except RasterioError as exc:
+                raise DataError(
+                    f"{name}: cannot read rows 0-{self.height} ({error_reason(exc)})"
+                ) from None
+            self.pixels = pixels
+
+    @classmethod
+    def open(cls, src: Any, name: str, limit: int = IN_MEMORY_BYTES) -> TileSource:
+        """The source of a tile: in memory when it is a file whose pixels fit in ``limit``.
+
+        Args:
+            src: The open dataset.
+            name: The tile's path or URL, for messages.
+            limit: Largest decoded size (bytes) held in memory.
+
+        Returns:
+            The source.
+
+        Raises:
+            DataError: If the tile cannot be read.
+        """
+        warped = not isinstance(src, rasterio.io.DatasetReader)
+        fits = src.height * src.width * src.count <= limit
+        return cls(src, name, in_memory=fits and not warped)
+
+    def stats(self) -> TileStats | None:
+        """The tile's band statistics over its valid pixels.
+
+        Returns:
+            The statistics, or ``None`` when no pixel has data.
+
+        Raises:
+            DataError: If the tile cannot be read.
+        """
+        if self.pixels is not None:
+            return array_band_stats(self.pixels, self.nodata)
+        try:
+            return dataset_band_stats(self.src)
+        except RasterioError as exc:
+            raise DataError(
+                f"{self.name}: cannot read it for its band statistics ({error_reason(exc)})"
+            ) from None
+
+    def read_rows(self, start: int, stop: int, out: np.ndarray) -> None:
+        """Reads image rows ``[start, stop)`` into the top left of a channels-last buffer.
+
+        Args:
+            start: First row.
+            stop: Row after the last.
+            out: ``(h, w, C)`` uint8 buffer with ``h >= stop - start`` and ``w >= width``.
+
+        Raises:
+            DataError: If the rows cannot be read.
+        """
+        target = out[: stop - start, : self.width]
+        if self.pixels is not None:
+            target[...] = self.pixels[start:stop]
+            return
+        try:  # GDAL interleaves the bands straight into the buffer
+            self.src.read(
+                window=Window(0, start, self.width, stop - start), out=np.moveaxis(target, -1, 0)
+            )
+        except RasterioError as exc:
+            raise DataError(
+                f"{self.name}: cannot read rows {start}-{stop} ({error_reason(exc)})"
+            ) from None
+
+    def valid(self, row: int, count: int, pixels: np.ndarray) -> np.ndarray:
+        """Where rows ``[row, row + count)`` have data.
+
+        Args:
+            row: First row.
+            count: Rows.
+            pixels: ``(count, width, C)`` those rows' pixels, as read.
+
+        Returns:
+            ``(count, width)`` bool, True where there is data.
+
+        Raises:
+            DataError: If the mask cannot be read.
+        """
+        if self.pixels is not None:
+            if self.nodata is None:
+                return np.ones((count, self.width), dtype=bool)
+            return ~self.nodata[row : row + count]
+        try:
+            return ~nodata_mask(self.src, Window(0, row, self.width, count), pixels=pixels)
+        except RasterioError as exc:
+            raise DataError(
+                f"{self.name}: cannot read rows {row}-{row + count} ({error_reason(exc)})"
+            ) from None
