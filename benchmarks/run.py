@@ -1,14 +1,15 @@
 """The benchmark suite's one entry point: runs the parts, prints their tables and the goals.
 
-Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|load|model|quality|augment|shifted ...] [--quick]
-                                [--out benchmarks/results]
+Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|load|model|quality|augment|feed|shifted|compile ...]
+                                [--quick] [--out benchmarks/results]
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
 it prints its table and writes ``{out}/{part}.json`` / ``.csv`` (with the date and machine).
 This script adds ``{out}/summary.json`` / ``.csv``: every goal of the benchmark issue with the
 measured figure and whether it holds, and how long each part took. ``--quick`` runs smaller
 versions of every part; the shifted-world part trains eight models (about 75 minutes on 2 CPU
-cores; ``--quick``: two, about 10), the others together take under 30.
+cores; ``--quick``: two, about 10) and the compile part about 16 (``--quick``: 4), the others
+together take under 30.
 ``bash scripts/bench.sh`` installs the benchmark extras (torchgeo) and runs this.
 """
 
@@ -35,7 +36,9 @@ PARTS = (
     "model",
     "quality",
     "augment",
+    "feed",
     "shifted",
+    "compile",
 )
 
 
