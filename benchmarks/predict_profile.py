@@ -7,7 +7,11 @@ installed here, in this process, for the one tile; nothing in ``landcover`` chan
 - ``model``: the model call (its wall seconds; torch's own threads do the work);
 - ``compute``: the whole compute stage in the caller's thread: the model call plus
   normalisation, softmax, blending, argmax and uint8 encoding;
-- ``read``: reading and decoding a row of windows (GDAL, in the reader thread);
+- ``decode``: decoding the whole tile into memory before its first window (GDAL, on every
+  core; :class:`~landcover.inference.tileread.TileSource`), when it fits;
+- ``stats``: the tile's band statistics (``data.normalize: per_tile``);
+- ``read``: a row of windows from memory, or read and decoded from the file (a tile too
+  large to hold; the reader thread);
 - ``write``: writing a strip to the scratch GeoTIFFs and the overviews (the writer thread);
 - ``publish``: turning the scratch files into COGs (after the last strip; GDAL's threads).
 
@@ -34,9 +38,10 @@ import torch
 import landcover.inference.predict as predict_module
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.predict import PredictOptions, TileMapper
+from landcover.inference.tileread import TileSource
 from landcover.inference.writers import MapWriter
 
-STAGES = ("read", "compute", "model", "write", "publish")
+STAGES = ("decode", "stats", "read", "compute", "model", "write", "publish")
 
 
 @dataclass
@@ -108,6 +113,9 @@ def profile_tile(tile: str, im: InferenceModel, out: str, probs: bool = True) ->
         )
 
     publish = MapWriter.publish
+    source_init, source_stats = TileSource.__init__, TileSource.stats
+    TileSource.__init__ = _timed("decode", source_init, timers)  # type: ignore[method-assign]
+    TileSource.stats = _timed("stats", source_stats, timers)  # type: ignore[method-assign]
     im.model.forward = _timed("model", im.model.forward, timers)  # type: ignore[method-assign]
     predict_module.run_pipelined = pipelined  # type: ignore[assignment]
     MapWriter.publish = _timed("publish", publish, timers)  # type: ignore[method-assign]
@@ -123,6 +131,8 @@ def profile_tile(tile: str, im: InferenceModel, out: str, probs: bool = True) ->
         del im.model.forward  # the class's forward again
         predict_module.run_pipelined = original  # type: ignore[assignment]
         MapWriter.publish = publish  # type: ignore[method-assign]
+        TileSource.__init__ = source_init  # type: ignore[method-assign]
+        TileSource.stats = source_stats  # type: ignore[method-assign]
     cpu = (after.ru_utime - usage.ru_utime) + (after.ru_stime - usage.ru_stime)
     return TileProfile(wall, cpu, dict(timers))
 

@@ -7,6 +7,7 @@ import resource
 import subprocess
 import sys
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -99,6 +100,14 @@ def test_maps_equal_an_independent_whole_image_loop(
     with rasterio.open(summary["prob"]) as ds:
         np.testing.assert_array_equal(ds.read(), np.where(valid, expected.numpy(), 0))
     with rasterio.open(summary["class"]) as ds:
+        np.testing.assert_array_equal(ds.read(1), want_classes)
+    # a tile too large to hold in memory is read row by row: the same maps
+    streamed = predict_tile(
+        str(tile), im, replace(options, out=str(tmp_path / "rows"), tile_memory=0)
+    )
+    with rasterio.open(streamed["prob"]) as ds:
+        np.testing.assert_array_equal(ds.read(), np.where(valid, expected.numpy(), 0))
+    with rasterio.open(streamed["class"]) as ds:
         np.testing.assert_array_equal(ds.read(1), want_classes)
     # the sequential path (in-memory image, one step at a time) gives the same probabilities
     sequential = SlidingWindowPredictor(

@@ -58,8 +58,12 @@ class TileSource:
         if in_memory:
             pixels = np.empty((self.height, self.width, self.bands), dtype=np.uint8)
             try:
-                with rasterio.Env(GDAL_NUM_THREADS=DECODE_THREADS):
-                    src.read(out=np.moveaxis(pixels, -1, 0))
+                # GDAL takes its decoding threads when a file is opened: open it again
+                with (
+                    rasterio.Env(GDAL_NUM_THREADS=DECODE_THREADS),
+                    rasterio.open(src.name) as threaded,
+                ):
+                    threaded.read(out=np.moveaxis(pixels, -1, 0))
                 if has_nodata(src):
                     self.nodata = nodata_mask(src, None, pixels=pixels)
             except RasterioError as exc:
