@@ -311,9 +311,8 @@ class TileMapper:
         im, options, predictor = self.im, self.options, self.predictor
         cuda = im.device.type == "cuda"
         height, width, bands = src.height, src.width, src.count
-        source = TileSource.open(
-            src, tile, options.tile_memory
-        )  # decoded once, on every core, when it fits
+        # decoded once, on every core, when it fits in memory
+        source = TileSource.open(src, tile, options.tile_memory)
         predictor.prepare = dataset_normalizer(im, src, tile, source.stats)
         plan = predictor.plan(height, width)
         blender = predictor.blender(plan)

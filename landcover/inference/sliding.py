@@ -390,7 +390,7 @@ class StripBlender:
                 self.acc[:, :, x : x + p] += prob
                 self.norm[:, x : x + p] += self.weights
             del probs
-        assert self.acc is not None
+        assert self.acc is not None and self.out is not None
         _, keep = plan.strip(self.row)
         out = None
         if keep:
