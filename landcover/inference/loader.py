@@ -17,13 +17,9 @@ from torch import nn
 from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
-from landcover.data.normalize import (
-    BandNormalizer,
-    TileStats,
-    dataset_band_stats,
-    tile_normalizer,
-)
-from landcover.errors import CheckpointError, DataError
+from landcover.data.normalize import BandNormalizer, TileStats, tile_normalizer
+from landcover.errors import CheckpointError
+from landcover.inference.tileread import TileSource
 from landcover.models import build_model
 from landcover.parallel.devices import choose_precision, resolve_device
 from landcover.parallel.env import DistEnv
@@ -158,12 +154,6 @@ def dataset_normalizer(
     """
     if im.config.data.normalize != "per_tile":
         return im.prepare
-    if stats is not None:
-        return tile_normalizer(im.config.data, stats(), im.device)
-    from rasterio.errors import RasterioError
-
-    try:
-        measured = dataset_band_stats(ds)
-    except RasterioError as exc:
-        raise DataError(f"{name}: cannot read it for its band statistics ({exc})") from None
-    return tile_normalizer(im.config.data, measured, im.device)
+    if stats is None:  # read strip by strip (pixels already in memory pass their own)
+        stats = TileSource(ds, name, in_memory=False).stats
+    return tile_normalizer(im.config.data, stats(), im.device)
