@@ -37,7 +37,8 @@ import torch
 
 import landcover.inference.predict as predict_module
 from landcover.inference.loader import InferenceModel, load_inference_model
-from landcover.inference.predict import PredictOptions, TileMapper
+from landcover.inference.options import PredictOptions
+from landcover.inference.predict import TileMapper
 from landcover.inference.tileread import TileSource
 from landcover.inference.writers import MapWriter
 

@@ -10,6 +10,7 @@ import typer
 
 from landcover import redaction
 from landcover.errors import LandcoverError
+from landcover.registry import DEFAULT_ENGINE, ENGINES, engine_help
 
 app = typer.Typer(
     help="Train U-Net land-cover models on NAIP imagery and turn them into maps.",
@@ -91,9 +92,7 @@ def train(
     workers: Annotated[
         int | None, typer.Option(help="Worker processes on this machine (one per GPU).")
     ] = None,
-    engine: Annotated[
-        str | None, typer.Option(help="torch (DDP, torchrun) or horovod (horovodrun).")
-    ] = None,
+    engine: Annotated[str | None, typer.Option(help=engine_help() + ".")] = None,
     batch_size: Annotated[int | None, typer.Option(help="Samples per worker per step.")] = None,
     lr: Annotated[
         float | None,
@@ -241,9 +240,10 @@ def predict(
     Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
     """
     from landcover.config import run_settings
-    from landcover.inference.job import JobOptions, run_predict_job
-    from landcover.inference.predict import PredictOptions
+    from landcover.inference.options import PredictOptions
     from landcover.inference.tta import parse_tta
+    from landcover.mapping.job import run_predict_job
+    from landcover.mapping.spec import JobOptions
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
@@ -529,7 +529,7 @@ def cluster_azureml(
     job: Annotated[
         str, typer.Option(help="train (landcover train) or predict (landcover predict).")
     ] = "train",
-    engine: Annotated[str, typer.Option(help="torch (DDP) or horovod.")] = "torch",
+    engine: Annotated[str, typer.Option(help=engine_help() + ".")] = DEFAULT_ENGINE,
     cluster: Annotated[
         Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
     ] = Path("cluster.json"),
@@ -563,8 +563,8 @@ def cluster_azureml(
 
     if job not in ("train", "predict"):
         raise typer.BadParameter("must be train or predict", param_hint="--job")
-    if engine not in ("torch", "horovod"):
-        raise typer.BadParameter("must be torch or horovod", param_hint="--engine")
+    if engine not in ENGINES:
+        raise typer.BadParameter(f"must be {' or '.join(ENGINES)}", param_hint="--engine")
     if input_mode not in ("ro_mount", "download"):
         raise typer.BadParameter("must be ro_mount or download", param_hint="--input-mode")
     if job == "train" and epochs is None:

@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from landcover.classes import ClassMapping, resolve_mapping
 from landcover.errors import ConfigError
+from landcover.registry import DEFAULT_ENGINE, check_engine_name
 
 LrScaling = Literal["linear", "sqrt", "none"]
 """How the peak learning rate follows the global batch (``optim.lr_scaling``)."""
@@ -417,7 +418,8 @@ class RunConfig(_Section):
     Attributes:
         out: Run folder (config, metrics, TensorBoard logs, checkpoints, plots).
         workers: Number of worker processes on this machine (one per GPU on CUDA).
-        engine: ``torch`` (DDP under torchrun's elastic agent) or ``horovod``
+        engine: The data-parallel engine, one of :data:`landcover.registry.ENGINES`:
+            ``torch`` (DDP under torchrun's elastic agent) or ``horovod``
             (``hvd.DistributedOptimizer`` under ``horovodrun``).
         device: ``auto`` (CUDA when available), ``cpu`` or ``cuda``.
         backend: torch.distributed backend; ``auto`` is NCCL on CUDA, Gloo on CPU.
@@ -456,7 +458,7 @@ class RunConfig(_Section):
 
     out: str = "runs/default"
     workers: int = Field(1, ge=1)
-    engine: Literal["torch", "horovod"] = "torch"
+    engine: str = DEFAULT_ENGINE
     device: Literal["auto", "cpu", "cuda"] = "auto"
     backend: Literal["auto", "gloo", "nccl"] = "auto"
     bf16: bool = True
@@ -481,6 +483,11 @@ class RunConfig(_Section):
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
     compile: bool = False
+
+    @field_validator("engine")
+    @classmethod
+    def _known_engine(cls, value: str) -> str:
+        return check_engine_name(value)
 
     @field_validator("out")
     @classmethod

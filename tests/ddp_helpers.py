@@ -113,7 +113,12 @@ def count_collectives(cases: list[tuple[dict, int]], steps: int) -> list[dict]:
                 activities = [torch.profiler.ProfilerActivity.CPU]
                 with torch.profiler.profile(activities=activities) as prof:
                     accumulation_step(
-                        replica.module, criterion, optimizer, micro, sync=replica.syncs_gradients
+                        replica.module,
+                        criterion,
+                        optimizer,
+                        micro,
+                        sync=replica.syncs_gradients,
+                        no_sync=replica.no_sync,
                     )
                     if replica.local_sgd is not None:
                         replica.local_sgd.after_step()

@@ -20,7 +20,8 @@ from landcover.config import ARCHITECTURES, ModelConfig, load_config
 from landcover.errors import ConfigError
 from landcover.inference.evaluate import run_evaluate
 from landcover.inference.loader import load_inference_model
-from landcover.inference.predict import PredictOptions, predict_tile
+from landcover.inference.options import PredictOptions
+from landcover.inference.predict import predict_tile
 from landcover.models import build_model, load_initial_weights
 from landcover.training.launcher import train_main
 

@@ -13,8 +13,10 @@ from datetime import timedelta
 
 import pytest
 import torch
+from pydantic import ValidationError
 from torch import nn
 
+from landcover.cluster.azureml import DISTRIBUTION
 from landcover.config import RunConfig
 from landcover.errors import ConfigError
 from landcover.parallel.devices import Precision, choose_precision
@@ -195,7 +197,10 @@ def test_engines_refuse_options_they_cannot_honour() -> None:
     with pytest.raises(ConfigError, match="max_restarts needs the torch engine"):
         engine_for(RunConfig(engine="horovod", max_restarts=1))
     engine_for(RunConfig(engine="torch", grad_compression="powersgd", max_restarts=1))
-    assert {name: e.azureml_distribution for name, e in ENGINES.items()} == {
+    # each engine's workers start the way its Azure ML distribution starts them
+    assert {name: DISTRIBUTION[e.spec.launcher] for name, e in ENGINES.items()} == {
         "torch": "pytorch",
         "horovod": "mpi",
     }
+    with pytest.raises(ValidationError, match="unknown engine 'mpi'; choose torch or horovod"):
+        RunConfig(engine="mpi")

@@ -29,7 +29,7 @@ from landcover import storage
 from landcover.classes import resolve_mapping
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
-from landcover.inference.tiles import measure_tiles, resolve_tiles
+from landcover.mapping.tiles import measure_tiles, resolve_tiles
 
 from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log
 

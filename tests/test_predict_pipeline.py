@@ -18,9 +18,11 @@ import torch
 
 from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.errors import DataError
+from landcover.inference.blend import blend_weights
 from landcover.inference.loader import load_inference_model
-from landcover.inference.predict import PredictOptions, TileMapper, predict_tile
-from landcover.inference.sliding import SlidingWindowPredictor, blend_weights, window_starts
+from landcover.inference.options import PredictOptions
+from landcover.inference.predict import TileMapper, predict_tile
+from landcover.inference.sliding import SlidingWindowPredictor, window_starts
 
 from conftest import REPO, assert_one_line_error, run_cli
 
@@ -97,17 +99,17 @@ def test_maps_equal_an_independent_whole_image_loop(
         str(tmp_path / "f32"), overlap, batch, window, "float32", preview=False
     )
     summary = predict_tile(str(tile), im, options)
-    with rasterio.open(summary["prob"]) as ds:
+    with rasterio.open(summary.prob_map) as ds:
         np.testing.assert_array_equal(ds.read(), np.where(valid, expected.numpy(), 0))
-    with rasterio.open(summary["class"]) as ds:
+    with rasterio.open(summary.class_map) as ds:
         np.testing.assert_array_equal(ds.read(1), want_classes)
     # a tile too large to hold in memory is read row by row: the same maps
     streamed = predict_tile(
         str(tile), im, replace(options, out=str(tmp_path / "rows"), tile_memory=0)
     )
-    with rasterio.open(streamed["prob"]) as ds:
+    with rasterio.open(streamed.prob_map) as ds:
         np.testing.assert_array_equal(ds.read(), np.where(valid, expected.numpy(), 0))
-    with rasterio.open(streamed["class"]) as ds:
+    with rasterio.open(streamed.class_map) as ds:
         np.testing.assert_array_equal(ds.read(1), want_classes)
     # the sequential path (in-memory image, one step at a time) gives the same probabilities
     sequential = SlidingWindowPredictor(
@@ -194,7 +196,7 @@ def test_mapper_publishes_every_tile_before_close(checkpoint: Path, tmp_path: Pa
     assert all(f.done() for f in futures)
     for tile, future in zip(tiles, futures, strict=True):
         summary = future.result()
-        with rasterio.open(summary["class"]) as c, rasterio.open(tile) as s:
+        with rasterio.open(summary.class_map) as c, rasterio.open(tile) as s:
             assert (c.width, c.height, c.transform) == (s.width, s.height, s.transform)
     assert sorted(p.name for p in out.iterdir()) == sorted(
         f"t{i}_naip_{kind}.tif" for i in range(3) for kind in ("class", "prob")

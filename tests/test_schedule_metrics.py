@@ -7,7 +7,8 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import OptimConfig
-from landcover.inference.sliding import SlidingWindowPredictor, blend_weights, window_starts
+from landcover.inference.blend import blend_weights
+from landcover.inference.sliding import SlidingWindowPredictor, window_starts
 from landcover.metrics import confusion_matrix, metrics_from_confusion
 from landcover.training.geometry import BatchGeometry
 from landcover.training.schedule import lr_at

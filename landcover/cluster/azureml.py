@@ -45,12 +45,13 @@ from landcover.cluster.spec import (
 from landcover.config import read_config_tree
 from landcover.diskerrors import check_output_folder
 from landcover.fileio import atomic_write_text
-from landcover.parallel.engines import DEFAULT_ENGINE, ENGINES
 from landcover.redaction import redact_tree
+from landcover.registry import DEFAULT_ENGINE, ENGINES, REGION_ENGINE, Launcher
 from landcover.storage.credentials import ENV_ACCOUNT_NAME
 from landcover.storage.urls import protocol
 
-Engine = Literal["torch", "horovod"]
+DISTRIBUTION: dict[Launcher, str] = {"torchrun": "pytorch", "mpi": "mpi"}
+"""Azure ML's ``distribution.type`` for each way an engine's workers are started."""
 InputMode = Literal["ro_mount", "download"]
 
 SCHEMA_ROOT = "https://azuremlschemas.azureedge.net/latest"
@@ -260,7 +261,7 @@ def data_input_path(
 
 def train_command(
     epochs: int,
-    engine: Engine,
+    engine: str,
     with_config: bool,
     with_data: bool,
     setup: list[str],
@@ -351,7 +352,7 @@ def job_spec(
     plan: ClusterPlan,
     command: str,
     inputs: dict[str, Any],
-    engine: Engine,
+    engine: str,
     run_path: str | None = None,
     code: str | None = None,
     job: Literal["train", "predict"] = "train",
@@ -397,7 +398,7 @@ def job_spec(
         "compute": f"azureml:{cluster.name}",
         "resources": {"instance_count": plan.nodes},
         "distribution": {
-            "type": ENGINES[engine].azureml_distribution,
+            "type": DISTRIBUTION[ENGINES[engine].launcher],
             "process_count_per_instance": plan.processes_per_node,
         },
         "inputs": inputs,
@@ -457,7 +458,7 @@ def write_azureml(
     plan: ClusterPlan,
     epochs: int | None,
     out: str | Path,
-    engine: Engine = "torch",
+    engine: str = DEFAULT_ENGINE,
     config_path: str | Path | None = None,
     data: str | None = None,
     input_mode: InputMode = "ro_mount",
@@ -499,7 +500,10 @@ def write_azureml(
     if predict is None and (epochs is None or epochs < 1):
         raise ClusterError(f"--epochs must be at least 1, not {epochs}")
     if predict is not None and not ENGINES[engine].maps_regions:
-        raise ClusterError("--job predict runs on the torch engine (pytorch distribution)")
+        raise ClusterError(
+            f"--job predict runs on the {REGION_ENGINE} engine "
+            f"({DISTRIBUTION[ENGINES[REGION_ENGINE].launcher]} distribution)"
+        )
     if run_path and find_secret({"run": run_path}):
         raise ClusterError("--run-path carries a secret; give the URI without it")
     root = project_root()

@@ -32,7 +32,7 @@ from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel, dataset_normalizer
-from landcover.inference.predict import check_bands
+from landcover.inference.options import check_bands
 from landcover.inference.resolution import (
     BACK_ROWS,
     Resolution,

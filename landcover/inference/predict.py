@@ -14,7 +14,7 @@ import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,12 +29,13 @@ from landcover.data.raster import open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.loader import InferenceModel, dataset_normalizer
+from landcover.inference.options import PredictOptions, check_bands
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
-from landcover.inference.records import ClassCounts, Grid
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
+from landcover.inference.results import ClassCounts, Grid, TileResult
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
-from landcover.inference.tileread import IN_MEMORY_BYTES, TileSource
+from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
 from landcover.inference.writers import (
     CLASS_NODATA,
@@ -50,74 +51,11 @@ from landcover.parallel.devices import autocast
 log = logging.getLogger("landcover")
 
 
-@dataclass
-class PredictOptions:
-    """How to predict.
-
-    Attributes:
-        out: Output folder: a path or a blob URL.
-        window: Window size in pixels (default: four training patches, at most 1024).
-        overlap: Window overlap in pixels (default: a quarter of the patch size).
-        batch_size: Windows per forward pass (default: 16 x 256 x 256 pixels' worth).
-        prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
-        preview: Write the preview PNG.
-        log_every_s: Seconds between progress lines.
-        tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
-        prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
-        probs: Write the probability map (``--no-probs``: the class map alone, which saves
-            the probabilities' encoding, compression and overviews; an earlier run's
-            probability map of a predicted tile is removed, as it no longer fits).
-        compile: Run the model compiled (``torch.compile``); the maps equal the eager ones
-            within floating-point rounding.
-        tags: Extra metadata tags written into the maps (a job's fingerprint).
-        resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
-            metres (see :mod:`landcover.inference.resolution`).
-        tile_memory: Largest decoded tile, in bytes, held whole in memory (decoded once, in
-            parallel); a larger one is read row by row (see
-            :mod:`landcover.inference.tileread`).
-    """
-
-    out: str
-    overlap: int | None = None
-    batch_size: int | None = None
-    window: int | None = None
-    prob_dtype: str = "uint8"
-    preview: bool = True
-    log_every_s: float = 10.0
-    tta: str = "none"
-    prob_compress: str = "zstd"
-    probs: bool = True
-    compile: bool = False
-    tags: dict[str, str] = field(default_factory=dict)
-    resolution: str = "train"
-    tile_memory: int = IN_MEMORY_BYTES
-
-
-def check_bands(src: Any, path: str, bands: int) -> None:
-    """Checks an image's band count and dtype against the model.
-
-    A 4th band tagged 'alpha' (common for NAIP NIR) counts as a data band (see
-    :func:`landcover.data.raster.nodata_mask`).
-
-    Args:
-        src: The open dataset.
-        path: Its path, for the message.
-        bands: Bands the model expects.
-
-    Raises:
-        DataError: If the band count or dtype does not match.
-    """
-    if src.count != bands:
-        raise DataError(f"{path}: has {src.count} bands, the checkpoint expects {bands}")
-    if src.dtypes[0] != "uint8":
-        raise DataError(f"{path}: has dtype {src.dtypes[0]}, expected uint8 imagery")
-
-
 GDAL_CACHE_MB = 256
 """GDAL's block cache while writing maps (its default is 5 % of the machine's memory)."""
 
 
-def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict[str, Any]:
+def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> TileResult:
     """Predicts one tile and writes its maps; the tile and the output folder may be blob URLs.
 
     The maps exist (published under their final names) when this returns. To overlap the
@@ -129,7 +67,7 @@ def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> dict
         options: Output folder (path or URL) and settings.
 
     Returns:
-        A summary: paths, size, seconds and megapixels per second.
+        The tile's maps (paths or URLs), grid, class counts and speed.
 
     Raises:
         DataError: If the tile is missing, not a raster, has the wrong bands, or cannot be
@@ -202,8 +140,8 @@ class TileMapper:
             tile: The image: a path or URL.
 
         Returns:
-            A future of the tile's summary (see :func:`predict_tile`); its ``result()`` raises
-            what publishing raised.
+            A future of the tile's :class:`~landcover.inference.results.TileResult`; its
+            ``result()`` raises what publishing raised.
 
         Raises:
             DataError: If the tile is missing, not a raster, has the wrong bands, or cannot be
@@ -281,7 +219,7 @@ class TileMapper:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
-        return _TileMaps(tile, local_tile, stem, out, writer, width, height, grid)
+        return _TileMaps(tile, local_tile, stem, out, writer, grid)
 
     def _predict_resampled(
         self, tile: str, src: Any, work: Any, scratch: Path, writer: MapWriter, label: str
@@ -340,7 +278,7 @@ class TileMapper:
         with predictor.evaluating():
             run_pipelined(len(plan), read, compute, writer.write)
 
-    def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> dict[str, Any]:
+    def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> TileResult:
         """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
         with work:
             class_dst = maps.out / f"{maps.stem}_class.tif"
@@ -349,39 +287,46 @@ class TileMapper:
             preview = maps.out / f"{maps.stem}_preview.png"
             if self.options.preview:
                 write_preview(maps.local_tile, class_dst, self.im.mapping, preview)
-            summary: dict[str, Any] = {
-                "tile": maps.tile,
-                "class": str(class_dst),
-                "prob": None if prob_dst is None else str(prob_dst),
-                "preview": str(preview) if self.options.preview else None,
-                "width": maps.width,
-                "height": maps.height,
-                "grid": maps.grid,
-                "counts": ClassCounts(
-                    [int(n) for n in maps.writer.histogram[: self.im.mapping.num_classes]],
-                    int(maps.writer.histogram[CLASS_NODATA]),
-                ),
-            }
+            class_map, prob_map = str(class_dst), None if prob_dst is None else str(prob_dst)
+            preview_map = str(preview) if self.options.preview else None
+            counts = ClassCounts(
+                [int(n) for n in maps.writer.histogram[: self.im.mapping.num_classes]],
+                int(maps.writer.histogram[CLASS_NODATA]),
+            )
             out = str(self.options.out)
             if prob_dst is None:  # an earlier run's probabilities no longer fit the class map
                 storage.remove(storage.join(out, f"{maps.stem}_prob.tif"))
             if storage.is_remote(out):
-                for key in ("class", "prob", "preview"):
-                    if summary[key] is not None:
-                        url = storage.join(out, Path(summary[key]).name)
-                        storage.upload_file(summary[key], url)
-                        summary[key] = url
-        seconds = time.perf_counter() - start
-        mpx = maps.width * maps.height / 1e6
+                class_map, prob_map, preview_map = (
+                    None if local is None else self._upload(local, out)
+                    for local in (class_map, prob_map, preview_map)
+                )
+        assert class_map is not None
+        result = TileResult(
+            maps.tile,
+            class_map,
+            prob_map,
+            preview_map,
+            maps.grid,
+            counts,
+            time.perf_counter() - start,
+        )
         log.info(
             "%s -> %s (%.1f Mpx in %.1f s, %.2f Mpx/s)",
             maps.tile,
-            summary["class"],
-            mpx,
-            seconds,
-            mpx / seconds,
+            result.class_map,
+            result.width * result.height / 1e6,
+            result.seconds,
+            result.mpx_per_s,
         )
-        return {**summary, "seconds": seconds, "mpx_per_s": mpx / seconds}
+        return result
+
+    @staticmethod
+    def _upload(local: str, out: str) -> str:
+        """Uploads a published map to the remote output folder; returns its URL."""
+        url = storage.join(out, Path(local).name)
+        storage.upload_file(local, url)
+        return url
 
 
 @dataclass
@@ -393,8 +338,6 @@ class _TileMaps:
     stem: str
     out: Path
     writer: MapWriter
-    width: int
-    height: int
     grid: Grid
 
 

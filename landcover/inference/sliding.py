@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -24,6 +23,7 @@ from torch import nn
 
 from landcover.errors import ConfigError
 from landcover.inference import tta
+from landcover.inference.blend import StripBlender, StripPlan, blend_weights
 from landcover.inference.tta import TRANSFORMS
 from landcover.parallel.devices import autocast
 
@@ -49,22 +49,6 @@ def window_starts(length: int, size: int, overlap: int) -> list[int]:
     starts = list(range(0, length - size, stride))
     starts.append(length - size)
     return starts
-
-
-def blend_weights(size: int, overlap: int) -> torch.Tensor:
-    """A 2-D weight window: 1 in the middle, falling linearly to near 0 over ``overlap`` px.
-
-    Args:
-        size: Window size.
-        overlap: Width of the ramp at each edge.
-
-    Returns:
-        A ``(size, size)`` float32 tensor of positive weights.
-    """
-    ramp = max(overlap, 1)
-    i = torch.arange(size, dtype=torch.float32) + 0.5
-    one_d = torch.clamp(torch.minimum(i, size - i) / ramp, max=1.0)
-    return torch.outer(one_d, one_d)
 
 
 #: Pixels per forward pass when the batch is not given: 16 windows of a 256 px patch.
@@ -113,84 +97,6 @@ def resolve_geometry(
     if batch_size is None:
         batch_size = max(1, round(DEFAULT_BATCH_PIXELS / window**2))
     return window, overlap, batch_size
-
-
-@dataclass(frozen=True)
-class StripPlan:
-    """How an image is covered by rows of windows, and which rows each window row finishes.
-
-    Attributes:
-        height: Image height.
-        width: Image width.
-        window: Window size (shrunk for an image smaller than the predictor's window).
-        ys: First image row of each row of windows.
-        xs: First image column of each window in a row.
-    """
-
-    height: int
-    width: int
-    window: int
-    ys: tuple[int, ...]
-    xs: tuple[int, ...]
-
-    def __len__(self) -> int:
-        """Number of rows of windows."""
-        return len(self.ys)
-
-    @property
-    def padded_width(self) -> int:
-        """Width of a row of windows (the image, or one window if the image is narrower)."""
-        return max(self.width, self.window)
-
-    def rows(self, i: int) -> tuple[int, int]:
-        """Image rows ``[start, stop)`` read for window row ``i`` (fewer at the image's end).
-
-        Args:
-            i: The window row.
-
-        Returns:
-            ``(start, stop)``.
-        """
-        return self.ys[i], min(self.ys[i] + self.window, self.height)
-
-    def done(self, i: int) -> int:
-        """Rows of the accumulator that are final after window row ``i`` (then dropped).
-
-        Args:
-            i: The window row.
-
-        Returns:
-            The rows from ``ys[i]`` up to the next window row (or the padded end).
-        """
-        end = self.ys[i + 1] if i + 1 < len(self.ys) else max(self.height, self.window)
-        return end - self.ys[i]
-
-    def strip(self, i: int) -> tuple[int, int]:
-        """The image rows that are final after window row ``i``.
-
-        Args:
-            i: The window row.
-
-        Returns:
-            ``(first row, number of rows)``; the strips of all window rows cover the image's
-            rows exactly once.
-        """
-        return self.ys[i], max(0, min(self.done(i), self.height - self.ys[i]))
-
-    def pad(self, rows: np.ndarray) -> np.ndarray:
-        """Zero-pads rows read for a window row to ``(window, padded_width, C)``.
-
-        Args:
-            rows: ``(h, width, C)`` image rows.
-
-        Returns:
-            A C-contiguous ``(window, padded_width, C)`` array.
-        """
-        h, w = rows.shape[:2]
-        if h < self.window or w < self.padded_width:
-            pad = ((0, self.window - h), (0, self.padded_width - w), (0, 0))
-            return np.pad(rows, pad)
-        return np.ascontiguousarray(rows)
 
 
 class SlidingWindowPredictor:
@@ -282,7 +188,11 @@ class SlidingWindowPredictor:
         Returns:
             The blender (feed it window rows in order).
         """
-        return StripBlender(self, plan)
+        p = plan.window
+        weights = (
+            self.weights if p == self.patch else blend_weights(p, self.overlap).to(self.device)
+        )
+        return StripBlender(plan, self.window_probs, self.batch_size, weights)
 
     @contextmanager
     def evaluating(self) -> Iterator[None]:
@@ -333,75 +243,3 @@ class SlidingWindowPredictor:
         height, width = image.shape[:2]
         strips = [s for _, s in self.iter_strips(lambda a, b: image[a:b], height, width)]
         return torch.cat(strips, dim=1)
-
-
-class StripBlender:
-    """Accumulates the blended probabilities of one image, one row of windows at a time.
-
-    Holds one row of windows' worth of probabilities (``window`` rows x the padded width):
-    after each row of windows, the rows above the next row of windows are final; they are
-    returned and the accumulator shifts up in place.
-
-    Args:
-        predictor: The predictor (model, weights, batch size).
-        plan: The image's windows.
-    """
-
-    def __init__(self, predictor: SlidingWindowPredictor, plan: StripPlan) -> None:
-        self.predictor = predictor
-        self.plan = plan
-        p = plan.window
-        self.weights = (
-            predictor.weights
-            if p == predictor.patch
-            else blend_weights(p, predictor.overlap).to(predictor.device)
-        )
-        self.acc: torch.Tensor | None = None
-        self.out: torch.Tensor | None = None
-        self.norm = torch.zeros((p, plan.padded_width), device=predictor.device)
-        self.row = 0
-
-    def add(self, rows: torch.Tensor) -> torch.Tensor | None:
-        """Predicts the next row of windows and returns the rows it makes final.
-
-        The arithmetic is that of a plain loop (each window's probabilities times the
-        weights, added in window order, divided by the summed weights), done in place in
-        buffers kept from row to row: no full-strip tensor is allocated per row.
-
-        Args:
-            rows: ``(window, padded_width, C)`` uint8 image rows on the device (see
-                :meth:`StripPlan.pad`), for window row ``self.row``.
-
-        Returns:
-            ``(K, h, width)`` float32 probabilities of the strip ``plan.strip(row)`` on the
-            device, or ``None`` when the row finishes no image row. The tensor is a view of
-            a buffer the next call overwrites: use it (or copy it) before then.
-        """
-        plan, p, batch = self.plan, self.plan.window, self.predictor.batch_size
-        for j in range(0, len(plan.xs), batch):
-            chunk = plan.xs[j : j + batch]
-            crops = torch.stack([rows[:, x : x + p] for x in chunk])
-            probs = self.predictor.window_probs(crops).mul_(self.weights)
-            if self.acc is None:
-                k = probs.shape[1]
-                self.acc = torch.zeros((k, p, plan.padded_width), device=probs.device)
-                self.out = torch.empty((k, p, plan.width), device=probs.device)
-            for x, prob in zip(chunk, probs, strict=True):
-                self.acc[:, :, x : x + p] += prob
-                self.norm[:, x : x + p] += self.weights
-            del probs
-        assert self.acc is not None and self.out is not None
-        _, keep = plan.strip(self.row)
-        out = None
-        if keep:
-            out = self.out[:, :keep]
-            torch.div(self.acc[:, :keep, : plan.width], self.norm[:keep, : plan.width], out=out)
-        done = plan.done(self.row)
-        rest = p - done
-        if rest > 0:  # the overlap rows carry over; the rest starts again from zero
-            self.acc[:, :rest] = self.acc[:, done:].clone()
-            self.norm[:rest] = self.norm[done:].clone()
-        self.acc[:, rest:] = 0
-        self.norm[rest:] = 0
-        self.row += 1
-        return out

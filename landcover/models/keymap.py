@@ -4,7 +4,8 @@ A weights file may hold a whole smp U-Net, or only an encoder in the key layout 
 torchvision, timm or smp. The layout is found by trying each candidate key transform and
 keeping the one whose keys match most of the model's own keys; the file's classifier head is
 dropped, and an RGB first convolution is extended to the model's band count the way smp
-extends pretrained encoders (:func:`segmentation_models_pytorch.encoders._utils.patch_first_conv`).
+extends pretrained encoders (the arithmetic of smp's ``patch_first_conv``, repeated in
+:func:`adapt_first_conv`).
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ from dataclasses import dataclass
 
 import timm
 import torch
-from segmentation_models_pytorch.encoders._utils import patch_first_conv
 from torch import nn
 
 HEAD_PREFIXES = ("fc", "classifier", "head", "last_linear", "_fc")
@@ -141,10 +141,11 @@ def adapt_first_conv(weight: torch.Tensor, in_channels: int) -> torch.Tensor:
     Returns:
         The ``(out, in_channels, kh, kw)`` kernel.
     """
-    conv = nn.Conv2d(weight.shape[1], weight.shape[0], tuple(weight.shape[2:]), bias=False)
-    conv.weight = nn.Parameter(weight.detach().clone())
-    patch_first_conv(conv, in_channels, default_in_channels=weight.shape[1], pretrained=True)
-    return conv.weight.detach()
+    weight = weight.detach()
+    if in_channels == 1:
+        return weight.sum(1, keepdim=True)
+    rgb = weight.shape[1]
+    return weight[:, torch.arange(in_channels) % rgb] * (rgb / in_channels)
 
 
 def _strip_wrapper(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:

@@ -22,14 +22,13 @@ collectives on its stream, so it keeps the overlapped hook.
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import torch
 import torch.distributed as dist
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel
-
-from landcover.parallel.collectives import all_reduce_mean_
 
 
 def configure_gradient_compression(
@@ -89,14 +88,8 @@ def _one_bucket_at_a_time(hook: Any) -> Any:
     return serialized
 
 
-@torch.no_grad()
-def average_parameters(model: nn.Module) -> None:
-    """Replaces every parameter and buffer by its mean over all workers (either engine).
-
-    Args:
-        model: The bare model (not a DDP wrapper).
-    """
-    all_reduce_mean_([*model.parameters(), *model.buffers()])
+Average = Callable[[Iterable[torch.Tensor]], None]
+"""Replaces tensors by their mean over all workers, in place (an engine's ``all_reduce_mean_``)."""
 
 
 class LocalSGD:
@@ -105,19 +98,26 @@ class LocalSGD:
     Args:
         model: The bare model.
         period: Optimizer steps between averagings.
+        average: The engine's in-place mean over all workers.
     """
 
-    def __init__(self, model: nn.Module, period: int) -> None:
+    def __init__(self, model: nn.Module, period: int, average: Average) -> None:
         self.model = model
         self.period = period
+        self.average = average
         self.steps = 0
+
+    @torch.no_grad()
+    def _average_parameters(self) -> None:
+        """Replaces every parameter and buffer by its mean over all workers."""
+        self.average([*self.model.parameters(), *self.model.buffers()])
 
     def after_step(self) -> None:
         """Counts a step; averages the workers' parameters every ``period`` steps."""
         self.steps += 1
         if self.steps % self.period == 0:
-            average_parameters(self.model)
+            self._average_parameters()
 
     def synchronize(self) -> None:
         """Averages now (end of an epoch), so every worker checkpoints the same model."""
-        average_parameters(self.model)
+        self._average_parameters()

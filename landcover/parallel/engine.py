@@ -10,9 +10,10 @@ no code outside this package asks which engine it runs on.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Protocol
 
 import torch
 from torch import nn
@@ -21,6 +22,15 @@ from landcover.config import Config, RunConfig
 from landcover.errors import ConfigError
 from landcover.parallel.communication import LocalSGD
 from landcover.parallel.env import DistEnv
+from landcover.registry import EngineSpec
+
+
+class Counters(Protocol):
+    """Atomic counters every worker of a job shares (a c10d store's ``add``)."""
+
+    def add(self, key: str, amount: int) -> int:
+        """Adds to a counter atomically (0 reads it); returns its new value."""
+        ...
 
 
 @dataclass
@@ -31,11 +41,14 @@ class Replica:
         model: The bare model (what checkpoints save and validation runs).
         module: What the training step calls (a DDP wrapper, or the bare model).
         local_sgd: Periodic model averaging, when workers step alone between averages.
+        no_sync: Holds back the wrapper's gradient all-reduce for a backward pass (DDP's
+            ``no_sync``), or ``None`` when ``module`` all-reduces nothing itself.
     """
 
     model: nn.Module
     module: nn.Module
     local_sgd: LocalSGD | None = None
+    no_sync: Callable[[], AbstractContextManager[Any]] | None = None
 
     @property
     def syncs_gradients(self) -> bool:
@@ -44,28 +57,28 @@ class Replica:
 
 
 class Engine(ABC):
-    """One data-parallel implementation.
+    """One data-parallel implementation: joining, wrapping, launching and collectives.
+
+    Its name and the options it accepts are declared in :mod:`landcover.registry`
+    (:attr:`spec`). The collectives (:meth:`all_reduce_sum`, :meth:`all_gather_object`,
+    :meth:`broadcast_object`, :meth:`gather_object`, :meth:`barrier`) run on the group the
+    worker joined, and are no-ops for a job of one.
 
     Attributes:
-        name: The ``run.engine`` value.
-        display: The engine's name in messages.
-        azureml_distribution: The Azure ML job's ``distribution.type``.
-        install_script: A script the job runs before training (relative to the repository),
-            or ``None`` when the environment's packages suffice.
-        maps_regions: Whether ``landcover predict`` can run its workers on this engine.
-        restarts: Whether failed worker groups can be restarted in place.
-        multi_node_launcher: Whether ``--nnodes`` runs several nodes under landcover's launcher.
-        compressions: The ``run.grad_compression`` values the engine offers.
+        spec: The engine's entry in the registry.
     """
 
-    name: ClassVar[str]
-    display: ClassVar[str]
-    azureml_distribution: ClassVar[str]
-    install_script: ClassVar[str | None] = None
-    maps_regions: ClassVar[bool] = False
-    restarts: ClassVar[bool] = False
-    multi_node_launcher: ClassVar[bool] = False
-    compressions: ClassVar[tuple[str, ...]] = ("none",)
+    spec: ClassVar[EngineSpec]
+
+    @property
+    def name(self) -> str:
+        """The ``run.engine`` value."""
+        return self.spec.name
+
+    @property
+    def display(self) -> str:
+        """The engine's name in messages."""
+        return self.spec.display
 
     def check(self, run: RunConfig) -> None:
         """Refuses options this engine cannot honour, with one line that says what to do.
@@ -76,22 +89,9 @@ class Engine(ABC):
         Raises:
             ConfigError: If an option does not fit the engine.
         """
-        if run.grad_compression not in self.compressions:
-            raise ConfigError(
-                f"--grad-compression {run.grad_compression} is not available with --engine "
-                f"{self.name}; {self.display} offers {' or '.join(self.compressions)}"
-            )
-        if run.max_restarts and not self.restarts:
-            raise ConfigError(
-                f"run.max_restarts needs the torch engine (torchrun's elastic agent); with "
-                f"--engine {self.name}, rerun the same command to resume from the last checkpoint"
-            )
-        if run.nnodes > 1 and not self.multi_node_launcher:
-            raise ConfigError(
-                f"--nnodes is for the torch engine; for a multi-node {self.name} job, run "
-                f"'landcover train --engine {self.name} ...' under horovodrun -H host1:K,host2:K "
-                "(or mpirun)"
-            )
+        problem = self.spec.problem(run.grad_compression, run.max_restarts, run.nnodes)
+        if problem is not None:
+            raise ConfigError(problem)
 
     @abstractmethod
     def backend(self, run: RunConfig, device: torch.device) -> str:
@@ -121,6 +121,86 @@ class Engine(ABC):
     @abstractmethod
     def leave(self) -> None:
         """Leaves the job's collectives, if joined."""
+
+    # --- collectives on the joined group (no-ops for a job of one) ---
+
+    @abstractmethod
+    def world_size(self) -> int:
+        """Workers in the joined group (1 when none was joined).
+
+        Returns:
+            The number of workers.
+        """
+
+    @abstractmethod
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """Sums a tensor across workers in place.
+
+        Args:
+            tensor: The tensor; on the collective backend's device.
+
+        Returns:
+            The same tensor, now holding the sum.
+        """
+
+    def all_reduce_mean_(self, tensors: Iterable[torch.Tensor]) -> None:
+        """Replaces each floating-point tensor by its mean over all workers, in place.
+
+        Args:
+            tensors: The tensors (parameters and buffers, say); others are left alone.
+        """
+        world = self.world_size()
+        if world == 1:
+            return
+        for tensor in tensors:
+            if tensor.is_floating_point():
+                self.all_reduce_sum(tensor.data)
+                tensor.data.div_(world)
+
+    @abstractmethod
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Gathers a picklable object from every worker, on every worker.
+
+        Args:
+            obj: This worker's object.
+
+        Returns:
+            Every worker's object, by rank.
+        """
+
+    @abstractmethod
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """Gathers a picklable object from every worker on rank 0.
+
+        Args:
+            obj: This worker's object.
+
+        Returns:
+            Every worker's object by rank on rank 0; ``None`` on the others.
+        """
+
+    @abstractmethod
+    def broadcast_object(self, obj: Any) -> Any:
+        """Rank 0's picklable object, on every worker.
+
+        Args:
+            obj: The object (rank 0's is sent; the others' are ignored).
+
+        Returns:
+            Rank 0's object.
+        """
+
+    @abstractmethod
+    def barrier(self) -> None:
+        """Waits for every worker."""
+
+    def counters(self) -> Counters | None:
+        """The job's shared atomic counters, where the engine has a key-value store.
+
+        Returns:
+            The counters, or ``None`` for a job of one (or an engine without a store).
+        """
+        return None
 
     @abstractmethod
     def replicate(
@@ -165,6 +245,21 @@ class Engine(ABC):
             resumed: Whether the run resumed from a checkpoint.
         """
 
+    def local_sgd(self, model: nn.Module, env: DistEnv, run: RunConfig) -> LocalSGD | None:
+        """Periodic model averaging when ``run.local_sgd_period`` is set and there are peers.
+
+        Args:
+            model: The bare model.
+            env: The worker's place.
+            run: The run settings.
+
+        Returns:
+            The averaging schedule (averaging through :meth:`all_reduce_mean_`), or ``None``.
+        """
+        if run.local_sgd_period and env.distributed:
+            return LocalSGD(model, run.local_sgd_period, self.all_reduce_mean_)
+        return None
+
     @abstractmethod
     def launch(self, entry: Callable[[dict[str, Any]], Any], config: Config) -> None:
         """Starts ``config.run.workers`` worker processes on this node and waits for them.
@@ -194,19 +289,3 @@ def move_model(model: nn.Module, run: RunConfig, device: torch.device) -> nn.Mod
     if device.type == "cuda" and run.channels_last:
         model.to(memory_format=torch.channels_last)
     return model
-
-
-def local_sgd_for(model: nn.Module, env: DistEnv, run: RunConfig) -> LocalSGD | None:
-    """Periodic model averaging when ``run.local_sgd_period`` is set and there are peers.
-
-    Args:
-        model: The bare model.
-        env: The worker's place.
-        run: The run settings.
-
-    Returns:
-        The averaging schedule, or ``None``.
-    """
-    if run.local_sgd_period and env.distributed:
-        return LocalSGD(model, run.local_sgd_period)
-    return None

@@ -1,4 +1,8 @@
-"""The engines by name, and the one a run uses."""
+"""The engine implementations by name, and the one a run (or a predict job) uses.
+
+Names and abilities are declared in :mod:`landcover.registry`; this module pairs each with its
+implementation.
+"""
 
 from __future__ import annotations
 
@@ -6,11 +10,14 @@ from landcover.config import RunConfig
 from landcover.parallel.engine import Engine
 from landcover.parallel.horovod_engine import HorovodEngine
 from landcover.parallel.torch_engine import TorchEngine
+from landcover.registry import ENGINES as SPECS
+from landcover.registry import REGION_ENGINE
 
 ENGINES: dict[str, Engine] = {engine.name: engine for engine in (TorchEngine(), HorovodEngine())}
 """Every engine, by its ``run.engine`` name."""
 
-DEFAULT_ENGINE = "torch"
+if set(ENGINES) != set(SPECS):  # pragma: no cover (a registry entry without an engine)
+    raise ImportError(f"engines {sorted(ENGINES)} do not match the registry's {sorted(SPECS)}")
 
 
 def engine_for(run: RunConfig) -> Engine:
@@ -28,3 +35,12 @@ def engine_for(run: RunConfig) -> Engine:
     engine = ENGINES[run.engine]
     engine.check(run)
     return engine
+
+
+def region_engine() -> Engine:
+    """The engine a predict job's workers run on (coordination only: a CPU group).
+
+    Returns:
+        The engine.
+    """
+    return ENGINES[REGION_ENGINE]

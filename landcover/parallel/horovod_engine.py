@@ -18,19 +18,16 @@ from torch import nn
 
 from landcover.config import Config, RunConfig
 from landcover.errors import TrainingError
-from landcover.parallel.engine import Engine, Replica, local_sgd_for, move_model
+from landcover.parallel.engine import Engine, Replica, move_model
 from landcover.parallel.env import DistEnv
 from landcover.parallel.horovod_install import import_horovod
+from landcover.registry import ENGINES
 
 
 class HorovodEngine(Engine):
     """Horovod's all-reduce in the optimizer, under ``horovodrun`` or ``mpirun``."""
 
-    name = "horovod"
-    display = "Horovod"
-    azureml_distribution = "mpi"
-    install_script = "scripts/install-horovod.sh"
-    compressions = ("none", "fp16")
+    spec = ENGINES["horovod"]
 
     def backend(self, run: RunConfig, device: torch.device) -> str:
         """See :meth:`Engine.backend`."""
@@ -60,6 +57,44 @@ class HorovodEngine(Engine):
         if hvd.is_initialized():
             hvd.shutdown()
 
+    def world_size(self) -> int:
+        """See :meth:`Engine.world_size`."""
+        hvd = _joined()
+        return hvd.size() if hvd is not None else 1
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """See :meth:`Engine.all_reduce_sum`."""
+        hvd = _joined()
+        if hvd is not None and hvd.size() > 1:
+            tensor.copy_(hvd.allreduce(tensor, op=hvd.Sum))
+        return tensor
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """See :meth:`Engine.all_gather_object`."""
+        hvd = _joined()
+        if hvd is None or hvd.size() == 1:
+            return [obj]
+        return list(hvd.allgather_object(obj))
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """See :meth:`Engine.gather_object` (Horovod gathers on every rank; rank 0 keeps it)."""
+        hvd = _joined()
+        gathered = self.all_gather_object(obj)
+        return gathered if hvd is None or hvd.rank() == 0 else None
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """See :meth:`Engine.broadcast_object`."""
+        hvd = _joined()
+        if hvd is None or hvd.size() == 1:
+            return obj
+        return hvd.broadcast_object(obj, root_rank=0)
+
+    def barrier(self) -> None:
+        """See :meth:`Engine.barrier`."""
+        hvd = _joined()
+        if hvd is not None and hvd.size() > 1:
+            hvd.barrier()
+
     def replicate(
         self, model: nn.Module, env: DistEnv, run: RunConfig, device: torch.device
     ) -> Replica:
@@ -69,7 +104,7 @@ class HorovodEngine(Engine):
         join; batch-norm statistics stay per worker.
         """
         move_model(model, run, device)
-        return Replica(model, model, local_sgd_for(model, env, run))
+        return Replica(model, model, self.local_sgd(model, env, run))
 
     def distribute_optimizer(
         self, optimizer: torch.optim.Optimizer, replica: Replica, accumulate: int, run: RunConfig
@@ -111,3 +146,12 @@ class HorovodEngine(Engine):
         from landcover.parallel.launch_horovod import launch_horovod
 
         launch_horovod(config, config.run.workers)
+
+
+def _joined() -> Any:
+    """``horovod.torch`` once this worker joined Horovod, else ``None`` (a job of one)."""
+    try:
+        import horovod.torch as hvd
+    except ImportError:
+        return None
+    return hvd if hvd.is_initialized() else None

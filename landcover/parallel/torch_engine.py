@@ -24,8 +24,9 @@ from torch.nn.parallel import DistributedDataParallel
 from landcover.config import Config, RunConfig
 from landcover.errors import ConfigError
 from landcover.parallel.communication import configure_gradient_compression
-from landcover.parallel.engine import Engine, Replica, local_sgd_for, move_model
+from landcover.parallel.engine import Counters, Engine, Replica, move_model
 from landcover.parallel.env import DistEnv
+from landcover.registry import ENGINES
 
 log = logging.getLogger("landcover")
 
@@ -52,13 +53,18 @@ def choose_backend(requested: str, device: torch.device) -> str:
 
 def init_process_group(
     env: DistEnv, backend: str, timeout_s: float, device: torch.device | None = None
-) -> None:
+) -> dist.Store | None:
     """Joins the job's process group (a no-op for a single worker).
 
-    Under ``mpirun`` the torch variables ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` are filled in
-    from MPI's; ``MASTER_ADDR`` and ``MASTER_PORT`` must be set by the user. On NCCL the group
-    is bound to the worker's GPU (``device_id``), so its collectives, barriers and object
-    collectives never fall back to GPU 0.
+    The group's c10d store is made here rather than by torch's ``env://`` handler, so the
+    worker keeps it (for a predict job's tile counters) without torch's private accessors:
+    under torchrun's elastic agent it is the agent's store (``TORCHELASTIC_USE_AGENT_STORE``)
+    with a key prefix per restart attempt; otherwise the store rank 0 hosts at
+    ``MASTER_ADDR:MASTER_PORT``, as ``env://`` would make it. Under ``mpirun`` the torch
+    variables ``RANK``/``WORLD_SIZE``/``LOCAL_RANK`` are filled in from MPI's; ``MASTER_ADDR``
+    and ``MASTER_PORT`` must be set by the user. On NCCL the group is bound to the worker's GPU
+    (``device_id``), so its collectives, barriers and object collectives never fall back to
+    GPU 0.
 
     Args:
         env: The worker's place.
@@ -66,11 +72,14 @@ def init_process_group(
         timeout_s: Timeout of collective operations, in seconds.
         device: The worker's device.
 
+    Returns:
+        The group's store, or ``None`` when no group was joined here.
+
     Raises:
         ConfigError: If the rendezvous address is not set.
     """
     if not env.distributed or dist.is_initialized():
-        return
+        return None
     os.environ.setdefault("RANK", str(env.rank))
     os.environ.setdefault("WORLD_SIZE", str(env.world_size))
     os.environ.setdefault("LOCAL_RANK", str(env.local_rank))
@@ -81,30 +90,29 @@ def init_process_group(
         )
     bound = device if device is not None and device.type == "cuda" else None
     timeout = timedelta(seconds=timeout_s)
-    if os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True":
-        # Under an elastic agent torch's env:// rendezvous connects to the agent's store
-        # without a per-attempt prefix, and the keys of a failed attempt linger there: a
-        # restarted group then reads a dead worker's Gloo address and cannot connect
-        # (tests/test_scale_out.py and test_predict_job.py kill a worker and see it). So each
-        # attempt gets its own key prefix, as torch's elastic launcher once did itself.
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        store = dist.TCPStore(
-            os.environ["MASTER_ADDR"],
-            int(os.environ["MASTER_PORT"]),
-            env.world_size,
-            is_master=False,
-            timeout=timeout,
-        )
-        dist.init_process_group(
-            backend=backend,
-            store=dist.PrefixStore(f"landcover/attempt_{attempt}", store),
-            rank=env.rank,
-            world_size=env.world_size,
-            timeout=timeout,
-            device_id=bound,
-        )
-        return
-    dist.init_process_group(backend=backend, init_method="env://", timeout=timeout, device_id=bound)
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    tcp = dist.TCPStore(
+        os.environ["MASTER_ADDR"],
+        int(os.environ["MASTER_PORT"]),
+        env.world_size,
+        is_master=not agent and env.rank == 0,
+        timeout=timeout,
+    )
+    # Under an elastic agent the keys of a failed attempt linger in the agent's store: a
+    # restarted group would read a dead worker's Gloo address and could not connect
+    # (tests/test_scale_out.py and test_predict_job.py kill a worker and see it). So each
+    # attempt gets its own key prefix, as torch's elastic launcher once did itself.
+    attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") if agent else "0"
+    store = dist.PrefixStore(f"landcover/attempt_{attempt}", tcp)
+    dist.init_process_group(
+        backend=backend,
+        store=store,
+        rank=env.rank,
+        world_size=env.world_size,
+        timeout=timeout,
+        device_id=bound,
+    )
+    return store
 
 
 def destroy_process_group() -> None:
@@ -134,13 +142,10 @@ def wants_sync_batchnorm(env: DistEnv, device: torch.device, local_sgd: bool) ->
 class TorchEngine(Engine):
     """DDP under torchrun's elastic agent (or any launcher that sets ``RANK``/``WORLD_SIZE``)."""
 
-    name = "torch"
-    display = "torch DDP"
-    azureml_distribution = "pytorch"
-    maps_regions = True
-    restarts = True
-    multi_node_launcher = True
-    compressions = ("none", "fp16", "powersgd")
+    spec = ENGINES["torch"]
+
+    def __init__(self) -> None:
+        self._store: dist.Store | None = None
 
     def backend(self, run: RunConfig, device: torch.device) -> str:
         """See :meth:`Engine.backend`."""
@@ -148,11 +153,57 @@ class TorchEngine(Engine):
 
     def join(self, env: DistEnv, run: RunConfig, device: torch.device) -> None:
         """See :meth:`Engine.join`."""
-        init_process_group(env, self.backend(run, device), run.timeout_s, device)
+        store = init_process_group(env, self.backend(run, device), run.timeout_s, device)
+        self._store = store if store is not None else self._store
 
     def leave(self) -> None:
         """See :meth:`Engine.leave`."""
         destroy_process_group()
+        self._store = None
+
+    def world_size(self) -> int:
+        """See :meth:`Engine.world_size`."""
+        return dist.get_world_size() if dist.is_initialized() else 1
+
+    def all_reduce_sum(self, tensor: torch.Tensor) -> torch.Tensor:
+        """See :meth:`Engine.all_reduce_sum`."""
+        if self.world_size() > 1:
+            dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
+        return tensor
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """See :meth:`Engine.all_gather_object`."""
+        if self.world_size() == 1:
+            return [obj]
+        gathered: list[Any] = [None] * dist.get_world_size()
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def gather_object(self, obj: Any) -> list[Any] | None:
+        """See :meth:`Engine.gather_object`."""
+        if self.world_size() == 1:
+            return [obj]
+        main = dist.get_rank() == 0
+        gathered: list[Any] | None = [None] * dist.get_world_size() if main else None
+        dist.gather_object(obj, gathered, dst=0)
+        return gathered
+
+    def broadcast_object(self, obj: Any) -> Any:
+        """See :meth:`Engine.broadcast_object`."""
+        if self.world_size() == 1:
+            return obj
+        box = [obj]
+        dist.broadcast_object_list(box, src=0)
+        return box[0]
+
+    def barrier(self) -> None:
+        """See :meth:`Engine.barrier`."""
+        if self.world_size() > 1:
+            dist.barrier()
+
+    def counters(self) -> Counters | None:
+        """See :meth:`Engine.counters`: the c10d store the group was joined with."""
+        return self._store
 
     def replicate(
         self, model: nn.Module, env: DistEnv, run: RunConfig, device: torch.device
@@ -163,7 +214,7 @@ class TorchEngine(Engine):
         workers synchronise every step: under local SGD each worker keeps its own statistics
         between averages, as it keeps its own weights.
         """
-        local_sgd = local_sgd_for(model, env, run)
+        local_sgd = self.local_sgd(model, env, run)
         if wants_sync_batchnorm(env, device, local_sgd is not None):
             model = nn.SyncBatchNorm.convert_sync_batchnorm(model)
         move_model(model, run, device)
@@ -174,7 +225,7 @@ class TorchEngine(Engine):
         configure_gradient_compression(
             ddp, run.grad_compression, run.powersgd_rank, run.powersgd_warmup_steps
         )
-        return Replica(model, ddp)
+        return Replica(model, ddp, no_sync=ddp.no_sync)
 
     def broadcast_initial(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, resumed: bool

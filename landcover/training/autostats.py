@@ -27,7 +27,7 @@ from landcover.config import AUTO, Config
 from landcover.data.raster import TileArrays
 from landcover.data.sharding import counts_once
 from landcover.data.stats import DataStats
-from landcover.parallel.collectives import all_reduce_sum
+from landcover.parallel.engine import Engine
 from landcover.training.losses import frequency_weights, weight_bounds
 
 
@@ -50,6 +50,7 @@ def measure_shares(
     n_tiles: int,
     config: Config,
     device: torch.device,
+    engine: Engine,
 ) -> DataStats:
     """Statistics of all training tiles, from every worker's share (a collective call).
 
@@ -60,6 +61,7 @@ def measure_shares(
         n_tiles: Number of training tiles in the whole job.
         config: The run configuration (bands and classes).
         device: Device of the collective backend (CUDA for NCCL, else CPU).
+        engine: The engine whose group sums the statistics.
 
     Returns:
         The statistics of every training tile, each counted once; the same on every worker.
@@ -70,7 +72,7 @@ def measure_shares(
         for tile in tiles:
             local.add_tile(tile)
     vector = torch.from_numpy(local.to_vector()).to(device)
-    all_reduce_sum(vector)
+    engine.all_reduce_sum(vector)
     return DataStats.from_vector(vector.cpu().numpy(), bands, num_classes)
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from landcover.checkpoint import Checkpoint
-from landcover.parallel.collectives import all_gather_object
+from landcover.parallel.engine import Engine
 from landcover.training.runfolder import RunFolder
 
 
@@ -37,16 +37,17 @@ def rng_state(device: torch.device | None = None) -> dict[str, Any]:
     return state
 
 
-def gather_rng_states(device: torch.device | None = None) -> list[dict[str, Any]]:
+def gather_rng_states(engine: Engine, device: torch.device | None = None) -> list[dict[str, Any]]:
     """Every rank's RNG states, by rank (a collective: every worker calls it).
 
     Args:
+        engine: The engine the worker joined.
         device: This worker's device.
 
     Returns:
         The states of all ranks.
     """
-    return all_gather_object(rng_state(device))
+    return engine.all_gather_object(rng_state(device))
 
 
 def cuda_state_for(state: dict[str, Any], local_rank: int) -> torch.Tensor | None:

@@ -20,8 +20,10 @@ import copy
 
 import torch
 from torch import nn
+from torch.optim.swa_utils import get_ema_multi_avg_fn
 
 from landcover.checkpoint import Checkpoint
+from landcover.parallel.engine import Engine
 
 WARMUP_OFFSET = 10
 """The ``10`` of ``d_t = (1 + t) / (10 + t)``."""
@@ -73,7 +75,8 @@ class ModelEMA:
             else:
                 target.copy_(value)
         if floats_ema:
-            torch._foreach_lerp_(floats_ema, floats_new, 1.0 - d)
+            # torch's own EMA step (one fused lerp over every tensor)
+            get_ema_multi_avg_fn(d)(floats_ema, floats_new, None)
         self.updates += 1
 
     def state_dict(self) -> dict[str, torch.Tensor]:
@@ -116,7 +119,7 @@ def start_ema(model: nn.Module, decay: float, resumed: Checkpoint | None) -> Mod
 
 
 @torch.no_grad()
-def average_across_workers(module: nn.Module) -> None:
+def average_across_workers(module: nn.Module, engine: Engine) -> None:
     """Replaces a module's float weights by their mean over all workers (a collective).
 
     Under local SGD each worker's average follows its own steps; averaging them at the end of
@@ -124,7 +127,6 @@ def average_across_workers(module: nn.Module) -> None:
 
     Args:
         module: The moving average's module.
+        engine: The engine the worker joined.
     """
-    from landcover.parallel.collectives import all_reduce_mean_
-
-    all_reduce_mean_(module.state_dict().values())
+    engine.all_reduce_mean_(module.state_dict().values())

@@ -22,6 +22,7 @@ from landcover.data.sampler import PatchSampler
 from landcover.data.sharding import shard
 from landcover.data.stats import DataStats
 from landcover.errors import DataError
+from landcover.parallel.engine import Engine
 from landcover.parallel.env import DistEnv
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import find_resume_checkpoint
@@ -85,7 +86,7 @@ class WorkerData:
 
 
 def load_worker_data(
-    config: Config, env: DistEnv, folder: RunFolder, device: torch.device
+    config: Config, env: DistEnv, folder: RunFolder, device: torch.device, engine: Engine
 ) -> WorkerData:
     """Loads the worker's share of the tiles and resolves ``auto`` data settings.
 
@@ -97,6 +98,7 @@ def load_worker_data(
         env: The worker's place.
         folder: The run folder (for a resumed run's checkpoint).
         device: The worker's device.
+        engine: The engine the worker joined (its group reduces the statistics).
 
     Returns:
         The worker's data.
@@ -154,7 +156,9 @@ def load_worker_data(
     empty = empty_images(tiles, mine)
     for image in empty:
         log.warning("%s: every image pixel is no-data: the tile adds nothing to training", image)
-    resume = _resolve_data_stats(config, env, folder, tiles, len(train_pairs), device, empty)
+    resume = _resolve_data_stats(
+        config, env, folder, tiles, len(train_pairs), device, empty, engine
+    )
     if tiles and len(empty) == len(tiles):
         raise DataError(
             f"rank {env.rank}: every image pixel is no-data in its training tiles: {_listed(empty)}"
@@ -186,6 +190,7 @@ def _resolve_data_stats(
     n_train: int,
     device: torch.device,
     empty: list[str],
+    engine: Engine,
 ) -> tuple[str, Checkpoint] | None:
     """Replaces ``auto`` band statistics and class weights by numbers.
 
@@ -202,7 +207,9 @@ def _resolve_data_stats(
     reduce_device = device if device.type == "cuda" else torch.device("cpu")
 
     def measure() -> DataStats:
-        stats = measure_shares(tiles, env.rank, env.world_size, n_train, config, reduce_device)
+        stats = measure_shares(
+            tiles, env.rank, env.world_size, n_train, config, reduce_device, engine
+        )
         if stats.valid_pixels == 0:  # the same on every worker: the statistics are reduced
             files = f": {_listed(empty)}" if empty else ""
             tiles_text = f"{n_train} training tile{'s' if n_train != 1 else ''}"

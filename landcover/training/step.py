@@ -8,11 +8,12 @@ loss is scaled (:class:`torch.amp.GradScaler`) and gradients unscaled before cli
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from typing import Any
 
 import torch
 from torch import nn
-from torch.nn.parallel import DistributedDataParallel
 
 from landcover.config import Config
 from landcover.parallel.devices import autocast
@@ -72,6 +73,7 @@ def accumulation_step(
     grad_clip: float | None = None,
     sync: bool = True,
     scaler: torch.amp.GradScaler | None = None,
+    no_sync: Callable[[], AbstractContextManager[Any]] | None = None,
 ) -> torch.Tensor:
     """One optimizer step over K micro-batches, all-reducing gradients once (or never).
 
@@ -84,6 +86,8 @@ def accumulation_step(
         grad_clip: Optional gradient-norm clip.
         sync: All-reduce the gradients with the last micro-batch (False for local SGD).
         scaler: The fp16 gradient scaler, or ``None``.
+        no_sync: The replica's way to hold back its gradient all-reduce for a backward pass
+            (DDP's ``no_sync``; ``None`` when the model all-reduces nothing itself).
 
     Returns:
         The detached mean loss over the micro-batches.
@@ -92,9 +96,8 @@ def accumulation_step(
     total = torch.zeros((), device=micro_batches[0][0].device)
     k = len(micro_batches)
     for i, (inputs, target) in enumerate(micro_batches):
-        ddp = isinstance(getattr(model, "_orig_mod", model), DistributedDataParallel)  # compiled
-        skip_sync = ddp and (i < k - 1 or not sync)
-        with model.no_sync() if skip_sync else contextlib.nullcontext():
+        skip_sync = no_sync is not None and (i < k - 1 or not sync)
+        with no_sync() if no_sync is not None and skip_sync else contextlib.nullcontext():
             with autocast(inputs.device, autocast_dtype):
                 logits = model(inputs)
             loss = criterion(logits, target) / k

@@ -34,7 +34,6 @@ from landcover.models import (
     final_stage_warning,
     load_initial_weights,
 )
-from landcover.parallel.collectives import all_gather_object, all_reduce_sum, barrier
 from landcover.parallel.devices import choose_precision
 from landcover.parallel.engine import Engine
 from landcover.parallel.env import DistEnv
@@ -155,7 +154,7 @@ class Trainer:
         return state.epoch, state.best_miou
 
     def _checkpoint(self, epoch: int, best: float, record: dict[str, Any]) -> Checkpoint:
-        rng = gather_rng_states(self.device)  # a collective: every worker is here
+        rng = gather_rng_states(self.engine, self.device)  # a collective: every worker is here
         ema = self.ema
         return Checkpoint(
             model=ema.state_dict() if ema is not None else self.model.state_dict(),
@@ -208,6 +207,7 @@ class Trainer:
                 cfg.optim.grad_clip,
                 sync=self.replica.syncs_gradients,
                 scaler=self.scaler,
+                no_sync=self.replica.no_sync,
             )
             if self.replica.local_sgd is not None:
                 self.replica.local_sgd.after_step()
@@ -220,9 +220,9 @@ class Trainer:
         if self.replica.local_sgd is not None:
             self.replica.local_sgd.synchronize()
             if self.ema is not None:  # each worker averaged its own steps
-                average_across_workers(self.ema.module)
+                average_across_workers(self.ema.module, self.engine)
         total = loss_sum.to(self.reduce_device).clone()
-        all_reduce_sum(total)
+        self.engine.all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
 
     def _validate(self) -> tuple[dict | None, float]:
@@ -249,6 +249,7 @@ class Trainer:
             self.data.val_tiles,
             self.mapping.num_classes,
             self.reduce_device,
+            self.engine,
             lambda i: tile_normalizer(cfg.data, stats[i], self.device),
         )
         return metrics_from_confusion(confusion.numpy(), self.mapping.names), (
@@ -263,7 +264,7 @@ class Trainer:
         """
         cfg, env = self.config, self.env
         # resolves auto data settings, so config.yaml holds the numbers
-        self.data = load_worker_data(cfg, env, self.folder, self.device)
+        self.data = load_worker_data(cfg, env, self.folder, self.device, self.engine)
         if env.is_main:
             save_config(cfg, self.folder.path("config.yaml"))
             self.folder.publish("config.yaml")
@@ -350,7 +351,7 @@ class Trainer:
                         " *best*" if is_best else "",
                     )
                 self.folder.publish(f"logs/rank{env.rank}.log")
-                barrier()
+                self.engine.barrier()
             self._verify_replicas()
         finally:
             if runlog is not None:
@@ -378,7 +379,7 @@ class Trainer:
             digest = hashlib.sha256(
                 (digest + parameter_digest(self.ema.module)).encode()
             ).hexdigest()
-        digests = all_gather_object(digest)
+        digests = self.engine.all_gather_object(digest)
         if len(set(digests)) != 1:
             raise TrainingError(f"worker weights diverged: parameter digests {digests}")
         log.info(

@@ -9,7 +9,7 @@ import torch
 from landcover.data.raster import TileArrays
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.metrics import confusion_matrix
-from landcover.parallel.collectives import all_reduce_sum
+from landcover.parallel.engine import Engine
 
 
 def validation_confusion(
@@ -17,6 +17,7 @@ def validation_confusion(
     tiles: list[TileArrays],
     num_classes: int,
     reduce_device: torch.device,
+    engine: Engine,
     prepare_for: Callable[[int], Callable[[torch.Tensor], torch.Tensor]] | None = None,
 ) -> torch.Tensor:
     """Predicts this worker's validation tiles and sums confusion matrices over all workers.
@@ -28,6 +29,7 @@ def validation_confusion(
         tiles: This worker's validation tiles.
         num_classes: Number of classes.
         reduce_device: Device of the collective backend (CUDA for NCCL, CPU for Gloo).
+        engine: The engine whose group sums the matrices.
         prepare_for: The normaliser of the i-th tile (``data.normalize: per_tile``), set as the
             predictor's before the tile; ``None`` keeps the predictor's.
 
@@ -43,5 +45,5 @@ def validation_confusion(
             label = torch.from_numpy(tile.label[row : row + probs.shape[1]])
             total += confusion_matrix(probs.argmax(dim=0), label, num_classes)
     total = total.to(reduce_device)
-    all_reduce_sum(total)
+    engine.all_reduce_sum(total)
     return total.cpu()

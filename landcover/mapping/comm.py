@@ -1,10 +1,11 @@
 """What a predict job needs from the parallel layer, in one place.
 
 The launcher starts the workers under torchrun's elastic agent (:func:`launch`). A predict
-job's workers do not all-reduce anything: they join a Gloo process group (CPU only,
-whatever device predicts) for the job's c10d store, where they claim tiles, for one broadcast
-of the tile list from rank 0, and for one gather of the tiles' records to rank 0 at the end.
-Everything here is a no-op for a job of one worker.
+job's workers do not all-reduce anything: they join a CPU group of the region engine
+(:func:`~landcover.parallel.engines.region_engine`, whatever device predicts) for its shared
+counters, where they claim tiles, for one broadcast of the tile list from rank 0, and for one
+gather of the tiles' records to rank 0 at the end. Everything here is a no-op for a job of one
+worker.
 """
 
 from __future__ import annotations
@@ -13,11 +14,12 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import torch
+
 from landcover.config import RunConfig
 from landcover.errors import PeerFailureError
-from landcover.parallel.collectives import barrier
+from landcover.parallel.engines import region_engine
 from landcover.parallel.env import DistEnv, env_from_environ
-from landcover.parallel.torch_engine import destroy_process_group, init_process_group
 
 
 @contextmanager
@@ -71,24 +73,24 @@ def worker_env() -> DistEnv:
 
 
 def join(env: DistEnv, timeout_s: float) -> None:
-    """Joins the job's Gloo process group (a no-op for one worker).
+    """Joins the job's CPU group (a no-op for one worker).
 
     Args:
         env: This worker's place.
         timeout_s: Longest wait in a collective (the job's start and end).
     """
-    init_process_group(env, "gloo", timeout_s)
+    region_engine().join(env, RunConfig(timeout_s=timeout_s), torch.device("cpu"))
 
 
 def leave() -> None:
-    """Leaves the job's process group, if joined."""
-    destroy_process_group()
+    """Leaves the job's group, if joined."""
+    region_engine().leave()
 
 
 def wait_for_all() -> None:
     """Waits for every worker."""
     with _collective("barrier"):
-        barrier()
+        region_engine().barrier()
 
 
 def broadcast(obj: Any, env: DistEnv) -> Any:
@@ -103,12 +105,8 @@ def broadcast(obj: Any, env: DistEnv) -> Any:
     """
     if not env.distributed:
         return obj
-    import torch.distributed as dist
-
-    box = [obj]
     with _collective("broadcast"):
-        dist.broadcast_object_list(box, src=0)
-    return box[0]
+        return region_engine().broadcast_object(obj)
 
 
 def gather(obj: Any, env: DistEnv) -> list[Any] | None:
@@ -123,12 +121,8 @@ def gather(obj: Any, env: DistEnv) -> list[Any] | None:
     """
     if not env.distributed:
         return [obj]
-    import torch.distributed as dist
-
-    gathered: list[Any] | None = [None] * env.world_size if env.is_main else None
     with _collective("gather of the tiles' records"):
-        dist.gather_object(obj, gathered, dst=0)
-    return gathered
+        return region_engine().gather_object(obj)
 
 
 class JobStore:
@@ -140,9 +134,10 @@ class JobStore:
     """
 
     def __init__(self) -> None:
-        from torch.distributed.distributed_c10d import _get_default_store
-
-        self._store = _get_default_store()
+        counters = region_engine().counters()
+        if counters is None:
+            raise PeerFailureError("the job's group has no shared store: join it first")
+        self._store = counters
 
     def add(self, key: str, amount: int) -> int:
         """Adds to a counter atomically.

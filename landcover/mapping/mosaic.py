@@ -27,8 +27,9 @@ from dataclasses import dataclass
 
 from landcover import storage
 from landcover.classes import ClassMapping
-from landcover.inference.records import Grid, TileRecord
+from landcover.inference.results import Grid
 from landcover.inference.writers import CLASS_NODATA, class_colormap
+from landcover.mapping.records import TileRecord
 
 log = logging.getLogger("landcover")
 

@@ -1,34 +1,11 @@
-"""``landcover predict`` as a job: many tiles over many workers and nodes, resumable, honest.
+"""One worker of a predict job: claims tiles, predicts or skips each, and (rank 0) writes the job's outputs.
 
-The launcher (:func:`run_predict_job`) resolves the inputs into tiles (:mod:`.tiles`), reads
-their headers or blob sizes, and starts the workers: in this process for one worker, under
-torchrun's elastic agent for ``--workers N`` and ``--nnodes``, or not at all when an external
-launcher (``torchrun``, Azure ML) already started this process as one worker.
-
-Each worker (:func:`job_worker`) loads the model on its GPU (local rank), then claims tiles
-largest first through the job's store (:mod:`.deal`) until none is left. For each tile it
-
-- skips it when its outputs are complete for this model and these options
-  (:mod:`.outputs`; ``--overwrite`` predicts every tile again);
-- otherwise predicts it (:class:`~landcover.inference.predict.TileMapper`, which writes each
-  map under a temporary name and renames it: a reader never sees half a map, and publishes
-  one tile's maps in the background while it predicts the next), counts its classes as they
-  are written and writes ``{stem}_stats.json``;
-- records a tile that fails (missing, corrupt, wrong bands...) with its one-line error and
-  goes on (``--fail-fast``: no worker claims another tile); a read-only, unwritable or full
-  output folder ends the job at once with one line (:mod:`landcover.diskerrors`).
-
-Rank 0 reports the job's progress, gathers every worker's records and writes the job's
-outputs beside the maps: the summary (:mod:`.summary`), the VRT mosaics (:mod:`.mosaic`) and
-the STAC items (:mod:`.stac`). The job ends non-zero when a tile failed. A job killed at any
-point and started again predicts only the tiles whose outputs are not complete; temporary
-files an interrupted job left in the output folder are removed at the start. Every call into
-the parallel layer (launching, the process group, the store) goes through :mod:`.jobcomm`.
+See :mod:`landcover.mapping.job` for the whole job; every call into the parallel layer goes
+through :mod:`.comm`.
 """
 
 from __future__ import annotations
 
-import hashlib
 import logging
 import os
 import shutil
@@ -45,16 +22,18 @@ import torch
 
 from landcover import storage
 from landcover.allocator import tune_allocator
-from landcover.config import RunConfig
-from landcover.diskerrors import OutputError, check_output_folder
+from landcover.diskerrors import OutputError
 from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
-from landcover.inference import jobcomm
-from landcover.inference.deal import TileBoard
-from landcover.inference.jobprogress import JobProgress
 from landcover.inference.loader import InferenceModel, load_inference_model
-from landcover.inference.mosaic import write_mosaics
-from landcover.inference.outputs import (
+from landcover.inference.options import PredictOptions
+from landcover.inference.predict import TileMapper
+from landcover.inference.results import ClassCounts, Grid, TileResult
+from landcover.logs import setup_logging
+from landcover.mapping import comm
+from landcover.mapping.deal import TileBoard
+from landcover.mapping.mosaic import write_mosaics
+from landcover.mapping.outputs import (
     Fingerprint,
     count_classes,
     incomplete_reason,
@@ -64,203 +43,15 @@ from landcover.inference.outputs import (
     read_stats,
     write_stats,
 )
-from landcover.inference.predict import PredictOptions, TileMapper
-from landcover.inference.records import ClassCounts, Grid, TileOutputs, TileRecord
-from landcover.inference.stac import write_item_collection
-from landcover.inference.summary import totals_line, write_summary
-from landcover.inference.tiles import TileEntry, measure_tiles, resolve_tiles
-from landcover.logs import setup_logging
+from landcover.mapping.progress import JobProgress
+from landcover.mapping.records import TileOutputs, TileRecord
+from landcover.mapping.spec import JobOptions, JobOutcome, JobSpec, measured_tiles
+from landcover.mapping.stac import write_item_collection
+from landcover.mapping.summary import totals_line, write_summary
+from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
 
 log = logging.getLogger("landcover")
-
-
-class TilesFailedError(LandcoverError):
-    """Some tiles of a predict job failed (the others were mapped)."""
-
-
-@dataclass(frozen=True)
-class JobOptions:
-    """How a predict job runs, beside the per-tile :class:`PredictOptions`.
-
-    Attributes:
-        overwrite: Predict every tile, even those whose outputs are complete.
-        fail_fast: Stop at the first failed tile.
-        timeout_s: Longest wait for the other workers (the job's start and end).
-    """
-
-    overwrite: bool = False
-    fail_fast: bool = False
-    timeout_s: float = 3600.0
-
-
-@dataclass
-class JobSpec:
-    """Everything a worker needs (pickled to spawned workers).
-
-    Attributes:
-        inputs: The ``landcover predict`` arguments (files, globs, folders, lists).
-        checkpoint: The checkpoint.
-        options: Per-tile settings and the output folder.
-        job: Job settings.
-        device: ``auto``, ``cpu`` or ``cuda``.
-        entries: The measured tiles, when the launcher measured them already.
-    """
-
-    inputs: list[str]
-    checkpoint: str
-    options: PredictOptions
-    job: JobOptions
-    device: str = "auto"
-    entries: list[TileEntry] | None = None
-
-
-@dataclass(frozen=True)
-class JobOutcome:
-    """How a job ended.
-
-    Attributes:
-        total: Tiles in the job.
-        done: Tiles predicted.
-        skipped: Tiles whose outputs were already complete.
-        failed: Tiles that failed.
-        not_run: Tiles not started (the job stopped first).
-        first_error: The first failed tile's error.
-        summary: The summary file.
-        error: A problem of the job itself (writing its outputs), if any.
-    """
-
-    total: int
-    done: int
-    skipped: int
-    failed: int
-    not_run: int
-    first_error: str | None = None
-    summary: str | None = None
-    error: str | None = None
-
-    def raise_if_failed(self, fail_fast: bool = False) -> None:
-        """Raises the job's one-line error, if anything failed.
-
-        Args:
-            fail_fast: Whether the job ran with ``--fail-fast``.
-
-        Raises:
-            LandcoverError: The job could not write its outputs.
-            TilesFailedError: A tile failed.
-        """
-        if self.error:
-            raise LandcoverError(self.error)
-        if not self.failed:
-            return
-        where = f"; see {self.summary}" if self.summary else ""
-        if fail_fast and self.not_run:
-            raise TilesFailedError(
-                f"stopped at the first failed tile (--fail-fast), {self.not_run} of "
-                f"{self.total} tiles not run: {self.first_error}{where}"
-            )
-        raise TilesFailedError(
-            f"{self.failed} of {self.total} tiles failed (first: {self.first_error}){where}"
-        )
-
-
-# --- the launcher ---------------------------------------------------------------------------
-
-
-def measured_tiles(
-    inputs: list[str], checkpoint: str, resolution: str | float = "native"
-) -> list[TileEntry]:
-    """Resolves and measures a job's tiles, largest first.
-
-    Args:
-        inputs: The ``landcover predict`` arguments.
-        checkpoint: The checkpoint (its bands, image suffix, patch and pixel size).
-        resolution: ``--resolution``: a local tile it would resample absurdly is refused
-            here, before any work (see :mod:`landcover.inference.resolution`).
-
-    Returns:
-        The tiles; those that cannot be predicted carry their error.
-
-    Raises:
-        CheckpointError: If the checkpoint cannot be loaded.
-        DataError: If the inputs name no tiles, or no tile can be predicted.
-    """
-    from landcover.checkpoint import load_checkpoint
-    from landcover.config import config_from_dict
-    from landcover.inference.loader import checkpoint_pixel_size
-    from landcover.inference.resolution import checked_grid, resolve_resolution
-
-    state = load_checkpoint(checkpoint)
-    data = config_from_dict(state.config, source=f"{checkpoint}: config").data
-    resolved = resolve_resolution(
-        resolution, checkpoint_pixel_size(state.pixel_size_m), checkpoint, True
-    )
-
-    def check(src: Any, tile: str) -> None:
-        checked_grid(src, tile, resolved, data.patch_size)
-
-    tiles = resolve_tiles(inputs, data.image_suffix)
-    entries = measure_tiles(tiles, len(data.bands), check=check)
-    errors = [e.error for e in entries if e.error]
-    if len(errors) == len(entries):
-        if len(errors) == 1:
-            raise DataError(errors[0])
-        raise DataError(f"none of the {len(entries)} tiles can be predicted; first: {errors[0]}")
-    return entries
-
-
-def run_predict_job(
-    inputs: list[str],
-    checkpoint: str,
-    options: PredictOptions,
-    job: JobOptions,
-    device: str,
-    launch: RunConfig,
-) -> JobOutcome:
-    """Runs ``landcover predict``: this process as one worker, or launching the workers.
-
-    Args:
-        inputs: Files, globs, folders, list files or manifests.
-        checkpoint: The checkpoint.
-        options: Per-tile settings and the output folder.
-        job: Job settings.
-        device: ``auto``, ``cpu`` or ``cuda``.
-        launch: Workers and nodes (``workers``, ``nnodes``, ``workers_per_node``,
-            ``rdzv_*``, ``node_rank``, ``local_addr`` as for ``train``).
-
-    Returns:
-        How the job ended (every tile predicted or skipped).
-
-    Raises:
-        LandcoverError: On a bad checkpoint or inputs, a failed worker, or failed tiles.
-    """
-    spec = JobSpec(inputs, checkpoint, options, job, device)
-    if jobcomm.started_by_a_launcher():  # one worker of an external launcher
-        outcome = job_worker(spec)
-        outcome.raise_if_failed(job.fail_fast)
-        return outcome
-    setup_logging(DistEnv(), None)
-    spec.entries = measured_tiles(inputs, checkpoint, options.resolution)
-    check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder
-    runnable = sum(e.error is None for e in spec.entries)
-    if launch.nnodes == 1 and min(launch.workers, runnable) == 1:
-        outcome = job_worker(spec)
-    else:
-        nproc = launch.nproc_per_node if launch.nnodes > 1 else min(launch.workers, runnable)
-        out_id = hashlib.sha256(str(options.out).encode()).hexdigest()[:12]
-        log.info(
-            "starting %d workers%s for %d tiles",
-            nproc,
-            f" on this node of {launch.nnodes}" if launch.nnodes > 1 else "",
-            len(spec.entries),
-        )
-        results = jobcomm.launch(job_worker, spec, launch, nproc, f"landcover-predict-{out_id}")
-        outcome = next(iter(results.values()))
-    outcome.raise_if_failed(job.fail_fast)
-    return outcome
-
-
-# --- a worker -------------------------------------------------------------------------------
 
 
 def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
@@ -274,7 +65,7 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
             found = (entries, None)
         except LandcoverError as exc:
             found = (None, str(exc))
-    entries, error = jobcomm.broadcast(found, env)
+    entries, error = comm.broadcast(found, env)
     if error is not None:
         raise DataError(error)
     return entries
@@ -339,12 +130,11 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     return grid, counts, outputs
 
 
-def _settle(result: dict[str, Any], entry: TileEntry, ctx: _Context) -> _MapsFound:
+def _settle(result: TileResult, entry: TileEntry, ctx: _Context) -> _MapsFound:
     """A predicted tile's record: grid and class counts from the writer, ``{stem}_stats.json``."""
     outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview, ctx.options.probs)
-    grid, counts = result["grid"], result["counts"]
-    write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
-    return grid, counts, outputs
+    write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, result.grid, result.counts)
+    return result.grid, result.counts, outputs
 
 
 def _error_line(exc: Exception, tile: str) -> str:
@@ -530,12 +320,12 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         LandcoverError: If the checkpoint or the inputs are unusable (every rank raises).
     """
     tune_allocator()
-    env = jobcomm.worker_env()
+    env = comm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)
     if env.distributed:
         torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
-    jobcomm.join(env, spec.job.timeout_s)
+    comm.join(env, spec.job.timeout_s)
     try:
         started = time.perf_counter()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -557,16 +347,16 @@ def job_worker(spec: JobSpec) -> JobOutcome:
             for index, entry in enumerate(entries):
                 if entry.error is not None:
                     log.error("tile %d of %d failed: %s", index + 1, len(entries), entry.error)
-        jobcomm.wait_for_all()
+        comm.wait_for_all()
         order = [i for i, e in enumerate(entries) if e.error is None]
         ctx = _Context(im, options, fingerprint, spec.job, env.rank, len(entries))
-        board = TileBoard(len(order), jobcomm.JobStore() if env.distributed else None)
+        board = TileBoard(len(order), comm.JobStore() if env.distributed else None)
         if spec.job.fail_fast and len(order) < len(entries):
             board.stop()  # a tile failed its check: nothing starts
         total_cost = sum(entries[i].cost for i in order)
         with JobProgress(board, total_cost, options.log_every_s, env.is_main):
             mine = _work(board, entries, order, ctx)
-            gathered = jobcomm.gather(mine, env)  # the last line counts every worker's tiles
+            gathered = comm.gather(mine, env)  # the last line counts every worker's tiles
         outcome = None
         if gathered is not None:  # rank 0
             records = _all_records(gathered, entries)
@@ -584,6 +374,6 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 "out": out,
             }
             outcome = _finish(records, ctx, job)
-        return jobcomm.broadcast(outcome, env)
+        return comm.broadcast(outcome, env)
     finally:
-        jobcomm.leave()
+        comm.leave()

@@ -1,6 +1,6 @@
 """The overall progress of a predict job on rank 0: tiles done, Mpx/s and ETA.
 
-A thread reads the job's shared counters (:class:`~landcover.inference.deal.TileBoard`), so
+A thread reads the job's shared counters (:class:`~landcover.mapping.deal.TileBoard`), so
 the line covers every worker on every node. On a terminal it is a rich progress bar; otherwise
 a log line every ``every_s`` seconds, as training's progress.
 """
@@ -14,7 +14,7 @@ import time
 from datetime import timedelta
 from typing import Any
 
-from landcover.inference.deal import BoardCounts, TileBoard
+from landcover.mapping.deal import BoardCounts, TileBoard
 
 log = logging.getLogger("landcover")
 

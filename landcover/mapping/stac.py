@@ -32,9 +32,9 @@ from rasterio.warp import transform as transform_points
 
 from landcover import storage
 from landcover.classes import ClassMapping
-from landcover.inference.records import TileRecord
-from landcover.inference.tiles import output_stem
 from landcover.inference.writers import CLASS_NODATA
+from landcover.mapping.records import TileRecord
+from landcover.mapping.tiles import output_stem
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 _EDGE_POINTS = 21

@@ -37,8 +37,9 @@ import rasterio
 import torch
 
 from landcover import storage
-from landcover.inference.records import ClassCounts, Grid, TileOutputs
-from landcover.inference.tiles import output_stem
+from landcover.inference.results import ClassCounts, Grid
+from landcover.mapping.records import TileOutputs
+from landcover.mapping.tiles import output_stem
 
 log = logging.getLogger("landcover")
 

@@ -189,7 +189,7 @@ TileCheck = Callable[[Any, str], None]
 
 
 def _measure(tile: str, bands: int, check: TileCheck | None = None) -> TileEntry:
-    from landcover.inference.predict import check_bands
+    from landcover.inference.options import check_bands
 
     try:
         if storage.is_remote(tile):

@@ -24,7 +24,7 @@ from typing import Any
 
 from landcover import storage
 from landcover.classes import ClassMapping
-from landcover.inference.records import TileRecord
+from landcover.mapping.records import TileRecord
 
 log = logging.getLogger("landcover")
 

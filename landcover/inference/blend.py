@@ -1,0 +1,187 @@
+"""Blending overlapping windows into final strips, one row of windows at a time.
+
+Windows overlap by ``overlap`` pixels; each window's class probabilities are weighted by a
+window that falls off linearly toward its edges over the overlap (:func:`blend_weights`), and
+the weighted sum is divided by the summed weights, so overlapping windows cross-fade and no
+seams appear at window borders. :class:`StripPlan` says which windows cover an image and which
+image rows each row of windows finishes; :class:`StripBlender` accumulates them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+
+def blend_weights(size: int, overlap: int) -> torch.Tensor:
+    """A 2-D weight window: 1 in the middle, falling linearly to near 0 over ``overlap`` px.
+
+    Args:
+        size: Window size.
+        overlap: Width of the ramp at each edge.
+
+    Returns:
+        A ``(size, size)`` float32 tensor of positive weights.
+    """
+    ramp = max(overlap, 1)
+    i = torch.arange(size, dtype=torch.float32) + 0.5
+    one_d = torch.clamp(torch.minimum(i, size - i) / ramp, max=1.0)
+    return torch.outer(one_d, one_d)
+
+
+@dataclass(frozen=True)
+class StripPlan:
+    """How an image is covered by rows of windows, and which rows each window row finishes.
+
+    Attributes:
+        height: Image height.
+        width: Image width.
+        window: Window size (shrunk for an image smaller than the predictor's window).
+        ys: First image row of each row of windows.
+        xs: First image column of each window in a row.
+    """
+
+    height: int
+    width: int
+    window: int
+    ys: tuple[int, ...]
+    xs: tuple[int, ...]
+
+    def __len__(self) -> int:
+        """Number of rows of windows."""
+        return len(self.ys)
+
+    @property
+    def padded_width(self) -> int:
+        """Width of a row of windows (the image, or one window if the image is narrower)."""
+        return max(self.width, self.window)
+
+    def rows(self, i: int) -> tuple[int, int]:
+        """Image rows ``[start, stop)`` read for window row ``i`` (fewer at the image's end).
+
+        Args:
+            i: The window row.
+
+        Returns:
+            ``(start, stop)``.
+        """
+        return self.ys[i], min(self.ys[i] + self.window, self.height)
+
+    def done(self, i: int) -> int:
+        """Rows of the accumulator that are final after window row ``i`` (then dropped).
+
+        Args:
+            i: The window row.
+
+        Returns:
+            The rows from ``ys[i]`` up to the next window row (or the padded end).
+        """
+        end = self.ys[i + 1] if i + 1 < len(self.ys) else max(self.height, self.window)
+        return end - self.ys[i]
+
+    def strip(self, i: int) -> tuple[int, int]:
+        """The image rows that are final after window row ``i``.
+
+        Args:
+            i: The window row.
+
+        Returns:
+            ``(first row, number of rows)``; the strips of all window rows cover the image's
+            rows exactly once.
+        """
+        return self.ys[i], max(0, min(self.done(i), self.height - self.ys[i]))
+
+    def pad(self, rows: np.ndarray) -> np.ndarray:
+        """Zero-pads rows read for a window row to ``(window, padded_width, C)``.
+
+        Args:
+            rows: ``(h, width, C)`` image rows.
+
+        Returns:
+            A C-contiguous ``(window, padded_width, C)`` array.
+        """
+        h, w = rows.shape[:2]
+        if h < self.window or w < self.padded_width:
+            pad = ((0, self.window - h), (0, self.padded_width - w), (0, 0))
+            return np.pad(rows, pad)
+        return np.ascontiguousarray(rows)
+
+
+class StripBlender:
+    """Accumulates the blended probabilities of one image, one row of windows at a time.
+
+    Holds one row of windows' worth of probabilities (``window`` rows x the padded width):
+    after each row of windows, the rows above the next row of windows are final; they are
+    returned and the accumulator shifts up in place.
+
+    Args:
+        plan: The image's windows.
+        window_probs: Class probabilities ``(B, K, p, p)`` of a batch of ``(B, p, p, C)``
+            uint8 windows on the device.
+        batch_size: Windows per call of ``window_probs``.
+        weights: The ``(p, p)`` blending weights of the plan's window (:func:`blend_weights`).
+    """
+
+    def __init__(
+        self,
+        plan: StripPlan,
+        window_probs: Callable[[torch.Tensor], torch.Tensor],
+        batch_size: int,
+        weights: torch.Tensor,
+    ) -> None:
+        self.plan = plan
+        self.window_probs = window_probs
+        self.batch_size = batch_size
+        self.weights = weights
+        self.acc: torch.Tensor | None = None
+        self.out: torch.Tensor | None = None
+        self.norm = torch.zeros((plan.window, plan.padded_width), device=weights.device)
+        self.row = 0
+
+    def add(self, rows: torch.Tensor) -> torch.Tensor | None:
+        """Predicts the next row of windows and returns the rows it makes final.
+
+        The arithmetic is that of a plain loop (each window's probabilities times the
+        weights, added in window order, divided by the summed weights), done in place in
+        buffers kept from row to row: no full-strip tensor is allocated per row.
+
+        Args:
+            rows: ``(window, padded_width, C)`` uint8 image rows on the device (see
+                :meth:`StripPlan.pad`), for window row ``self.row``.
+
+        Returns:
+            ``(K, h, width)`` float32 probabilities of the strip ``plan.strip(row)`` on the
+            device, or ``None`` when the row finishes no image row. The tensor is a view of
+            a buffer the next call overwrites: use it (or copy it) before then.
+        """
+        plan, p, batch = self.plan, self.plan.window, self.batch_size
+        for j in range(0, len(plan.xs), batch):
+            chunk = plan.xs[j : j + batch]
+            crops = torch.stack([rows[:, x : x + p] for x in chunk])
+            probs = self.window_probs(crops).mul_(self.weights)
+            if self.acc is None:
+                k = probs.shape[1]
+                self.acc = torch.zeros((k, p, plan.padded_width), device=probs.device)
+                self.out = torch.empty((k, p, plan.width), device=probs.device)
+            for x, prob in zip(chunk, probs, strict=True):
+                self.acc[:, :, x : x + p] += prob
+                self.norm[:, x : x + p] += self.weights
+            del probs
+        assert self.acc is not None and self.out is not None
+        _, keep = plan.strip(self.row)
+        out = None
+        if keep:
+            out = self.out[:, :keep]
+            torch.div(self.acc[:, :keep, : plan.width], self.norm[:keep, : plan.width], out=out)
+        done = plan.done(self.row)
+        rest = p - done
+        if rest > 0:  # the overlap rows carry over; the rest starts again from zero
+            self.acc[:, :rest] = self.acc[:, done:].clone()
+            self.norm[:rest] = self.norm[done:].clone()
+        self.acc[:, rest:] = 0
+        self.norm[rest:] = 0
+        self.row += 1
+        return out

@@ -1,0 +1,72 @@
+"""How to predict a tile (:class:`PredictOptions`), and the check an input tile must pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from landcover.errors import DataError
+from landcover.inference.tileread import IN_MEMORY_BYTES
+
+
+@dataclass
+class PredictOptions:
+    """How to predict.
+
+    Attributes:
+        out: Output folder: a path or a blob URL.
+        window: Window size in pixels (default: four training patches, at most 1024).
+        overlap: Window overlap in pixels (default: a quarter of the patch size).
+        batch_size: Windows per forward pass (default: 16 x 256 x 256 pixels' worth).
+        prob_dtype: ``uint8`` (x 255) or ``float32`` probabilities.
+        preview: Write the preview PNG.
+        log_every_s: Seconds between progress lines.
+        tta: Test-time augmentation (see :func:`~landcover.inference.tta.parse_tta`).
+        prob_compress: Probability map compression: ``zstd`` (fast) or ``deflate``.
+        probs: Write the probability map (``--no-probs``: the class map alone, which saves
+            the probabilities' encoding, compression and overviews; an earlier run's
+            probability map of a predicted tile is removed, as it no longer fits).
+        compile: Run the model compiled (``torch.compile``); the maps equal the eager ones
+            within floating-point rounding.
+        tags: Extra metadata tags written into the maps (a job's fingerprint).
+        resolution: Pixel size the model sees: ``train`` (the checkpoint's), ``native`` or
+            metres (see :mod:`landcover.inference.resolution`).
+        tile_memory: Largest decoded tile, in bytes, held whole in memory (decoded once, in
+            parallel); a larger one is read row by row (see
+            :mod:`landcover.inference.tileread`).
+    """
+
+    out: str
+    overlap: int | None = None
+    batch_size: int | None = None
+    window: int | None = None
+    prob_dtype: str = "uint8"
+    preview: bool = True
+    log_every_s: float = 10.0
+    tta: str = "none"
+    prob_compress: str = "zstd"
+    probs: bool = True
+    compile: bool = False
+    tags: dict[str, str] = field(default_factory=dict)
+    resolution: str = "train"
+    tile_memory: int = IN_MEMORY_BYTES
+
+
+def check_bands(src: Any, path: str, bands: int) -> None:
+    """Checks an image's band count and dtype against the model.
+
+    A 4th band tagged 'alpha' (common for NAIP NIR) counts as a data band (see
+    :func:`landcover.data.raster.nodata_mask`).
+
+    Args:
+        src: The open dataset.
+        path: Its path, for the message.
+        bands: Bands the model expects.
+
+    Raises:
+        DataError: If the band count or dtype does not match.
+    """
+    if src.count != bands:
+        raise DataError(f"{path}: has {src.count} bands, the checkpoint expects {bands}")
+    if src.dtypes[0] != "uint8":
+        raise DataError(f"{path}: has dtype {src.dtypes[0]}, expected uint8 imagery")
