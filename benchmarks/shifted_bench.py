@@ -265,7 +265,7 @@ SHORT = ("water", "forest", "field", "barren", "buildings", "road")
 
 
 def markdown(rows: list[dict[str, object]]) -> str:
-    """The README's table: per-class IoU on the test flights and the reflown ground.
+    """The table in docs/guide/training.md: per-class IoU on test flights and reflown ground.
 
     Args:
         rows: The rows of ``shifted.json``.

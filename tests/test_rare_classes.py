@@ -383,9 +383,9 @@ def test_an_older_config_with_oversample_rare_still_loads_with_class_balance_off
 
 @pytest.mark.parametrize("name", ["cpu.yaml", "default.yaml"])
 def test_shipped_configs_turn_on_the_shift_and_rarity_defaults(name: str) -> None:
-    """Both shipped configs carry what the shifted world chose (README: "Training on your own
-    imagery"); the pydantic defaults stay off so older configs and checkpoints mean what they
-    meant."""
+    """Both shipped configs carry what the shifted world chose (docs/guide/training.md:
+    "Against shift between flights"); the pydantic defaults stay off so older configs and
+    checkpoints mean what they meant."""
     config = load_config(Path(__file__).parents[1] / "configs" / name)
     assert config.data.normalize == "per_tile"
     assert config.data.photometric == 0.8 and config.data.class_balance == 0.5
