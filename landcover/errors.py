@@ -8,6 +8,29 @@ traceback.
 from __future__ import annotations
 
 
+def first_line(exc: BaseException, limit: int | None = None, typed: bool = False) -> str:
+    """The first line of an exception's message: what a one-line error says about it.
+
+    Args:
+        exc: The exception.
+        limit: At most this many characters (``None``: the whole line).
+        typed: Prefix the exception's class name (for a bug rather than bad input).
+
+    Returns:
+        The message's first non-blank line (a ``KeyError``'s key without its quotes), or the
+        class name when the message is empty.
+    """
+    text = str(exc).strip()
+    if isinstance(exc, KeyError):
+        text = text.strip("'\"")
+    line = text.splitlines()[0].strip() if text else ""
+    if typed:
+        line = f"{type(exc).__name__}: {line}" if line else type(exc).__name__
+    elif not line:
+        line = type(exc).__name__
+    return line if limit is None else line[:limit]
+
+
 class LandcoverError(Exception):
     """A problem the user can fix, reported as one line by the CLI."""
 

@@ -21,7 +21,7 @@ from rasterio.warp import reproject
 from rasterio.warp import transform as transform_points
 from rasterio.windows import Window
 
-from landcover.errors import DataError
+from landcover.errors import DataError, first_line
 
 LABEL_NODATA: int = 15
 """Label code used where a label raster declares no nodata value (Chesapeake's no-data)."""
@@ -60,7 +60,7 @@ def read_error(exc: Exception) -> str:
         One line saying what failed.
     """
     for err in (exc, exc.__cause__ or exc.__context__):
-        text = str(err).splitlines()[0] if err is not None and str(err) else ""
+        text = first_line(err) if err is not None and str(err).strip() else ""
         if text and "See previous exception" not in text:
             return text
     return exc.__class__.__name__

@@ -24,7 +24,7 @@ from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
 from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
-from landcover.errors import DataError
+from landcover.errors import DataError, first_line
 
 # NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
 # the nodata value and a per-dataset mask (see nodata_mask), which is what rasterio warns about.
@@ -59,7 +59,7 @@ class TileArrays:
 
 
 def _open_error(path: str, exc: Exception) -> DataError:
-    reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+    reason = first_line(exc)
     return DataError(f"{path}: not a readable GeoTIFF ({reason})")
 
 

@@ -18,7 +18,7 @@ from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
 from landcover.data.normalize import BandNormalizer, TileStats, tile_normalizer
-from landcover.errors import CheckpointError
+from landcover.errors import CheckpointError, first_line
 from landcover.inference.tileread import TileSource
 from landcover.models import build_model
 from landcover.parallel.devices import choose_precision, resolve_device
@@ -98,7 +98,7 @@ def load_inference_model(
     try:
         model.load_state_dict(state.model)
     except (RuntimeError, KeyError) as exc:
-        first = str(exc).splitlines()[0][:160]
+        first = first_line(exc, 160)
         raise CheckpointError(
             f"{checkpoint}: weights do not fit the model it describes ({first})"
         ) from None

@@ -37,7 +37,7 @@ from rasterio.windows import Window
 
 from landcover.classes import ClassMapping
 from landcover.diskerrors import OutputError, free_bytes, output_errors, output_failure
-from landcover.errors import DataError
+from landcover.errors import DataError, first_line
 from landcover.fileio import make_temp_beside
 from landcover.gdalnoise import quiet_gdal
 from landcover.inference.overviews import OverviewPyramid
@@ -179,8 +179,7 @@ def error_reason(exc: BaseException) -> str:
     messages = []
     current: BaseException | None = exc
     while current is not None:
-        text = str(current)
-        messages.append(text.splitlines()[0] if text else current.__class__.__name__)
+        messages.append(first_line(current))
         current = current.__cause__ or current.__context__
     useful = [m for m in messages if "See previous exception" not in m]
     return (useful or messages)[-1]

@@ -17,7 +17,7 @@ from typing import Any
 import torch
 
 from landcover.config import RunConfig
-from landcover.errors import PeerFailureError
+from landcover.errors import PeerFailureError, first_line
 from landcover.parallel.engines import region_engine
 from landcover.parallel.env import DistEnv, env_from_environ
 
@@ -33,7 +33,7 @@ def _collective(what: str) -> Iterator[None]:
     try:
         yield
     except RuntimeError as exc:  # torch's DistError and the Gloo transport's errors
-        first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        first = first_line(exc, 200)
         raise PeerFailureError(
             f"the job's {what} failed ({first}): another worker died, hung or is unreachable"
         ) from None

@@ -37,6 +37,7 @@ import rasterio
 import torch
 
 from landcover import storage
+from landcover.errors import first_line
 from landcover.inference.results import ClassCounts, Grid
 from landcover.mapping.records import TileOutputs
 from landcover.mapping.tiles import output_stem
@@ -250,7 +251,7 @@ def incomplete_reason(
         except FileNotFoundError:
             problem = "missing"
         except Exception as exc:  # any failure to open or read means: not complete
-            problem = f"unreadable ({str(exc).splitlines()[0][:200] if str(exc) else exc})"
+            problem = f"unreadable ({first_line(exc, 200)})"
         if problem:
             return f"{what}: {problem}"
     if outputs.preview is not None and not storage.is_file(outputs.preview):

@@ -23,7 +23,7 @@ import torch
 from landcover import storage
 from landcover.allocator import tune_allocator
 from landcover.diskerrors import OutputError
-from landcover.errors import DataError, LandcoverError
+from landcover.errors import DataError, LandcoverError, first_line
 from landcover.fileio import remove_stale_temporaries
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.options import PredictOptions
@@ -141,12 +141,12 @@ def _error_line(exc: Exception, tile: str) -> str:
     """A tile's failure in one line, naming the tile."""
     if isinstance(exc, rasterio.errors.RasterioError):
         cause = exc.__cause__ or exc  # rasterio's "Read failed" names GDAL's error as cause
-        message = f"not a readable GeoTIFF ({str(cause).splitlines()[0]})"
+        message = f"not a readable GeoTIFF ({first_line(cause)})"
     elif isinstance(exc, LandcoverError | OSError):
-        message = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        message = first_line(exc)
     else:  # a bug rather than bad input: keep its traceback
         traceback.print_exc()
-        message = f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
+        message = first_line(exc, 300, typed=True)
     return message if tile in message else f"{tile}: {message}"
 
 

@@ -14,8 +14,7 @@ import logging
 import torch
 from torch import nn
 
-from landcover.errors import ConfigError
-from landcover.models.factory import first_line
+from landcover.errors import ConfigError, first_line
 
 log = logging.getLogger("landcover")
 

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from landcover.config import ARCHITECTURES, ModelConfig
-from landcover.errors import ConfigError
+from landcover.errors import ConfigError, first_line
 
 
 def build_model(
@@ -87,12 +87,6 @@ def _output_side(model: nn.Module, in_channels: int, size: int, where: str) -> i
         raise ConfigError(f"{where} cannot run on a {size} px input: {first_line(exc)}") from None
     finally:
         model.train(was_training)
-
-
-def first_line(exc: BaseException) -> str:
-    """The first line of an exception's message (its type when it has none)."""
-    text = str(exc).strip().strip("'\"")
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 UNITS_PER_CLASS = 2

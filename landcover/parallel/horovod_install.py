@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from types import ModuleType
 
-from landcover.errors import ConfigError
+from landcover.errors import ConfigError, first_line
 
 INSTALL_HINT = (
     "install it with: bash scripts/install-horovod.sh (builds Horovod 0.28.1 against the "
@@ -24,7 +24,7 @@ def import_horovod() -> ModuleType:
     try:
         import horovod.torch as hvd
     except ImportError as exc:
-        reason = str(exc).splitlines()[0] if str(exc) else exc.__class__.__name__
+        reason = first_line(exc)
         raise ConfigError(
             f"--engine horovod needs Horovod with PyTorch support, which this environment "
             f"lacks ({reason}); {INSTALL_HINT}"

@@ -31,7 +31,7 @@ from typing import Any, NoReturn
 
 from landcover.config import RunConfig
 from landcover.diskerrors import uncaught_output_error
-from landcover.errors import LandcoverError, PeerFailureError
+from landcover.errors import LandcoverError, PeerFailureError, first_line
 from landcover.redaction import install as install_redaction
 from landcover.redaction import redact
 
@@ -115,7 +115,7 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
         traceback.print_exc()
         error_dir = os.environ.get(ERROR_DIR_ENV)
         if error_dir:
-            last = f"{exc.__class__.__name__}: {exc}".splitlines()[0][:300]
+            last = first_line(exc, 300, typed=True)
             Path(error_dir, f"rank{os.environ.get('RANK', '0')}.crash.txt").write_text(redact(last))
         raise SystemExit(1) from None
 
@@ -272,7 +272,7 @@ def launch_workers(
             raise LandcoverError(_failure_message(exc, error_dir)) from None
         except RendezvousError as exc:
             cause = exc.__cause__ or exc.__context__
-            detail = str(cause or exc).splitlines()[0][:200]
+            detail = first_line(cause or exc, 200)
             raise LandcoverError(
                 f"rendezvous at {rdzv_endpoint} failed ({detail}); check --rdzv-endpoint, that "
                 "node 0 is up and the port is open between the nodes"

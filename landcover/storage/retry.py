@@ -31,7 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from landcover.errors import LandcoverError
+from landcover.errors import LandcoverError, first_line
 from landcover.redaction import redact
 from landcover.storage.credentials import how_to_set
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
@@ -176,7 +176,7 @@ def describe(exc: BaseException) -> str:
     """A short one-line description of an error, with any credential removed."""
     status = _status(exc)
     code = getattr(exc, "error_code", None)
-    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = first_line(exc)
     if isinstance(exc, OSError) and exc.strerror and not status:
         text = exc.strerror
     if status:
