@@ -6,8 +6,8 @@ Two layers, both bounded:
   dropped before a chunk's response) a few times with short back-offs. Its defaults (back-offs
   of 15, 18 and 24 s with 20 s connect and 60 s read timeouts) could keep one call busy for
   minutes, so :func:`sdk_client_options` sets short ones and leaves connection failures to us.
-- :func:`retrying` retries a whole operation (read, write, upload, download) while the error is
-  transient (connection refused or reset, timeouts, HTTP 408/429/5xx), waiting 0.5 s, 1 s,
+- :func:`retrying` retries a whole operation (read, write, upload, download) with tenacity
+  while the error is transient (connection refused or reset, timeouts, HTTP 408/429/5xx), waiting 0.5 s, 1 s,
   2 s, ... (at most 8 s) in between, for ``budget_s`` seconds (default 30, or
   ``LANDCOVER_STORAGE_RETRY_S``). Then it raises one :class:`StorageError` line naming the
   URL and the last error.
@@ -30,6 +30,8 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
+
+import tenacity
 
 from landcover.errors import LandcoverError, first_line
 from landcover.redaction import redact
@@ -225,10 +227,35 @@ def to_storage_error(action: str, url: str, exc: BaseException) -> StorageError:
     return StorageError(f"cannot {action} {url}: {describe(exc)}")
 
 
+class _Budget:
+    """tenacity's stop condition: the retry budget, counted as the module's docstring says.
+
+    The budget counts from the start of the first failed attempt when that attempt took no
+    longer than an attempt that only times out (``policy.stuck_s``), and from its failure
+    otherwise; retrying stops when the next back-off would end past it.
+    """
+
+    def __init__(self, policy: RetryPolicy) -> None:
+        self.policy = policy
+        self.clock: float | None = None
+
+    def __call__(self, state: tenacity.RetryCallState) -> bool:
+        now = time.monotonic()
+        if self.clock is None:
+            short = now - state.start_time <= self.policy.stuck_s
+            self.clock = state.start_time if short else now
+        return now - self.clock + (state.upcoming_sleep or 0.0) > self.policy.budget_s
+
+
+def _retried(exc: BaseException) -> bool:
+    """Whether tenacity tries again after ``exc`` (a landcover error is already one line)."""
+    return not isinstance(exc, LandcoverError) and is_transient(exc)
+
+
 def retrying(
     action: str, url: str, operation: Callable[[], T], policy: RetryPolicy | None = None
 ) -> T:
-    """Runs ``operation``, retrying transient errors with exponential back-off.
+    """Runs ``operation``, retrying transient errors with exponential back-off (tenacity).
 
     Args:
         action: What the operation does, for messages ("read", "upload to", ...).
@@ -243,31 +270,36 @@ def retrying(
         StorageError: A non-transient error, or transient ones past ``policy.budget_s``.
     """
     policy = policy or default_policy()
-    delay = policy.first_delay_s
-    clock: float | None = None
+
+    def warn(state: tenacity.RetryCallState) -> None:
+        assert state.outcome is not None
+        reason = describe(state.outcome.exception())
+        log.warning(
+            "storage: %s %s failed (%s); retrying in %.1f s",
+            action,
+            url,
+            reason,
+            state.upcoming_sleep,
+        )
+
+    retryer = tenacity.Retrying(
+        retry=tenacity.retry_if_exception(_retried),
+        wait=tenacity.wait_exponential(multiplier=policy.first_delay_s, max=policy.max_delay_s),
+        stop=_Budget(policy),
+        before_sleep=warn,
+    )
     begin = time.monotonic()
-    attempt = 0
-    while True:
-        attempt += 1
-        started = time.monotonic()
-        try:
-            return operation()
-        except LandcoverError:  # already one line (a full or read-only disk, say)
-            raise
-        except Exception as exc:
-            if not is_transient(exc):
-                raise to_storage_error(action, url, exc) from exc
-            now = time.monotonic()
-            if clock is None:
-                clock = started if now - started <= policy.stuck_s else now
-            waited = now - clock
-            if waited + delay > policy.budget_s:
-                raise StorageError(
-                    f"cannot {action} {url}: {describe(exc)} (gave up after {attempt} "
-                    f"attempts in {now - begin:.0f} s)"
-                ) from exc
-            log.warning(
-                "storage: %s %s failed (%s); retrying in %.1f s", action, url, describe(exc), delay
-            )
-            time.sleep(delay)
-            delay = min(delay * 2, policy.max_delay_s)
+    try:
+        return retryer(operation)
+    except tenacity.RetryError as gave_up:
+        last = gave_up.last_attempt
+        exc = last.exception()
+        assert exc is not None
+        raise StorageError(
+            f"cannot {action} {url}: {describe(exc)} (gave up after {last.attempt_number} "
+            f"attempts in {time.monotonic() - begin:.0f} s)"
+        ) from exc
+    except LandcoverError:  # already one line (a full or read-only disk, say)
+        raise
+    except Exception as exc:
+        raise to_storage_error(action, url, exc) from exc
