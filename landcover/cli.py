@@ -556,7 +556,13 @@ def cluster_azureml(
     ] = None,
 ) -> None:
     """Write compute.yml, environment.yml and job.yml for `az ml` (Azure ML CLI v2)."""
-    from landcover.cluster.azureml import PredictJob, write_azureml
+    from landcover.cluster.azureml import (
+        JobTarget,
+        PredictJob,
+        TrainJob,
+        write_predict_job,
+        write_train_job,
+    )
     from landcover.cluster.plan import make_plan
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
@@ -573,23 +579,24 @@ def cluster_azureml(
     if job == "predict":
         if tiles is None or checkpoint is None:
             raise typer.BadParameter("--job predict needs --tiles and --checkpoint")
-        predict = PredictJob(tiles, checkpoint)
+        predict = PredictJob(tiles, checkpoint, engine=engine)
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)
-    files = write_azureml(
+    target = JobTarget(
         spec,
         plan,
-        epochs,
         out,
-        engine=engine,  # type: ignore[arg-type]
-        config_path=config,
-        data=data if data is not None else resolved.data.root,
+        cluster_file=cluster,
         input_mode=input_mode,  # type: ignore[arg-type]
         run_path=run_path,
-        cluster_file=cluster,
-        predict=predict,
     )
+    if predict is not None:
+        files = write_predict_job(target, predict)
+    else:
+        assert epochs is not None
+        train = TrainJob(epochs, engine, config, data if data is not None else resolved.data.root)
+        files = write_train_job(target, train)
     what = f"{engine} engine" if predict is None else "predict job"
     typer.echo(
         f"wrote {files.compute}, {files.environment} (build context {files.build_context}) "

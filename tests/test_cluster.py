@@ -5,13 +5,24 @@ from __future__ import annotations
 import json
 import math
 import os
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
 
-from landcover.cluster.azureml import data_input_path
+from landcover.cluster.azureml import (
+    MLFLOW_PACKAGES,
+    JobTarget,
+    PredictJob,
+    TrainJob,
+    data_input_path,
+    write_predict_job,
+    write_train_job,
+)
+from landcover.cluster.azureml import environment as aml_env
+from landcover.cluster.azureml.settings import MLFLOW_EXTRA
 from landcover.cluster.plan import make_plan, node_layout, plan_lines
 from landcover.cluster.spec import (
     ClusterError,
@@ -24,6 +35,7 @@ from landcover.cluster.vmsizes import VM_SIZES, close_matches, find_vm_size
 from landcover.config import load_config
 from landcover.data.pairs import split_pairs
 from landcover.data.synthetic import write_synthetic_dataset
+from landcover.registry import DEFAULT_ENGINE, ENGINES, REGION_ENGINE, EngineSpec
 
 from conftest import REPO, assert_one_line_error, run_cli
 
@@ -621,7 +633,7 @@ def test_azureml_predict_job(tmp_path: Path) -> None:
         "checkpoint": {"type": "uri_file", "path": str(checkpoint.resolve()), "mode": "download"},
     }
     assert job["outputs"] == {"maps": {"type": "uri_folder", "mode": "rw_mount", "path": maps}}
-    assert (out / "environment" / "src" / "landcover" / "inference" / "job.py").is_file()
+    assert (out / "environment" / "src" / "landcover" / "mapping" / "job.py").is_file()
 
     listing = tmp_path / "tiles.txt"
     listing.write_text("az://naip/md/2018/m_1.tif\n")
@@ -646,3 +658,112 @@ def test_azureml_predict_job(tmp_path: Path) -> None:
         "--out", str(tmp_path / "aml2"), timeout=120, env={"AZURE_STORAGE_ACCOUNT_NAME": "n"},
     )  # fmt: skip
     assert_one_line_error(missing, "none.pt", "file not found here", "--checkpoint")
+
+
+# --- azureml: the writers' API and the job environment -----------------------------------
+
+
+def _target(tmp_path: Path, workers: int = 8, **fields: Any) -> JobTarget:
+    cluster = write_cluster(tmp_path, vmSize="Standard_NC96ads_A100_v4", **fields)
+    spec = load_cluster(cluster)
+    plan = make_plan(spec, workers, load_config(None), with_data=False)
+    return JobTarget(spec, plan, tmp_path / "aml", cluster_file=cluster)
+
+
+def _pip(out: Path) -> list[str]:
+    conda = yaml.safe_load((out / "environment" / "conda.yml").read_text())
+    return conda["dependencies"][-1]["pip"]
+
+
+def _names(requirements: list[str]) -> list[str]:
+    return [aml_env.requirement_name(r) for r in requirements]
+
+
+@pytest.mark.parametrize("kind", ["train", "predict"])
+def test_azureml_environment_has_the_mlflow_packages(tmp_path: Path, kind: str) -> None:
+    """Azure ML shows a job's metrics through MLflow: both job kinds' images install it."""
+    target = _target(tmp_path)
+    if kind == "train":
+        files = write_train_job(target, TrainJob(epochs=3))
+    else:
+        checkpoint = tmp_path / "best.pt"
+        checkpoint.write_bytes(b"weights")
+        files = write_predict_job(
+            target, PredictJob("azureml://datastores/naip/paths/md", str(checkpoint))
+        )
+    pip = _pip(files.out)
+    dependencies = aml_env.project_dependencies(aml_env.project_root())
+    # landcover's dependencies first, in order, then the MLflow packages, each once
+    assert pip[: len(dependencies)] == dependencies
+    assert set(_names(pip[len(dependencies) :])) >= set(MLFLOW_PACKAGES)
+    assert len(set(_names(pip))) == len(pip)
+    # the MLflow extra's pins (where landcover declares one) are what the image installs
+    for requirement in aml_env.project_dependencies(aml_env.project_root(), MLFLOW_EXTRA):
+        assert requirement in pip
+    dockerfile = (files.build_context / "Dockerfile").read_text()
+    assert all(name in dockerfile for name in MLFLOW_PACKAGES)
+    assert "conda env create" in dockerfile and "--no-deps /tmp/landcover/src" in dockerfile
+
+
+def test_azureml_environment_packages() -> None:
+    assert aml_env.environment_packages(["torch>=2.3"]) == ["torch>=2.3", *MLFLOW_PACKAGES]
+    # a pin from landcover's MLflow extra wins over the bare name; nothing is listed twice
+    assert aml_env.environment_packages(
+        ["torch>=2.3", "Azureml_MLflow==1.60"], ["mlflow-skinny>=2.10"]
+    ) == ["torch>=2.3", "Azureml_MLflow==1.60", "mlflow-skinny>=2.10"]
+    assert aml_env.requirement_name("segmentation-models-pytorch[timm]>=0.4") == (
+        "segmentation-models-pytorch"
+    )
+    assert aml_env.project_dependencies(aml_env.project_root(), "no-such-extra") == []
+
+
+def test_azureml_writers_take_records(tmp_path: Path) -> None:
+    target = _target(tmp_path, workers=6, targetNodeCount=2)
+    files = write_train_job(target, TrainJob(epochs=4))
+    job = yaml.safe_load(files.job.read_text())
+    assert job["command"] == "landcover train --out ${{outputs.run}} --epochs 4"
+    assert job["description"] == (
+        f"landcover train on 2 x Standard_NC96ads_A100_v4 (8 workers, {DEFAULT_ENGINE} engine)"
+    )
+    assert "inputs" not in job and list(job["outputs"]) == ["run"]
+    assert "runs 8 workers (2 x 4), not 6" in files.warnings[-1]
+    assert files.commands == [
+        f"az ml {verb} create -f {files.out / (verb + '.yml')}"
+        for verb in ("compute", "environment", "job")
+    ]
+
+    with pytest.raises(ClusterError, match="at least 1"):
+        write_train_job(replace(target, out=tmp_path / "none"), TrainJob(epochs=0))
+    assert not (tmp_path / "none").exists()
+    other = next(name for name, e in ENGINES.items() if not e.maps_regions)
+    with pytest.raises(ClusterError, match=f"runs on the {REGION_ENGINE} engine"):
+        write_predict_job(
+            replace(target, out=tmp_path / "none"), PredictJob("az://c/t", "az://c/b", other)
+        )
+    assert not (tmp_path / "none").exists()
+
+
+def test_azureml_install_scripts_follow_the_engine(tmp_path: Path, monkeypatch: Any) -> None:
+    """An engine's install script is shipped and run in the image; another engine's is removed."""
+    scripted = next(e for e in ENGINES.values() if e.install_script)
+    script = Path(scripted.install_script).name
+    target = _target(tmp_path)
+    files = write_train_job(target, TrainJob(epochs=1, engine=scripted.name))
+    assert (files.build_context / script).is_file()
+    assert f"bash /tmp/{script}" in (files.build_context / "Dockerfile").read_text()
+    files = write_train_job(target, TrainJob(epochs=1))
+    assert not (files.build_context / script).exists()
+    assert script not in (files.build_context / "Dockerfile").read_text()
+
+    # an engine whose script is missing: the files are written, with a warning
+    missing = EngineSpec(
+        name=scripted.name,
+        display=scripted.display,
+        summary="",
+        launcher=scripted.launcher,
+        install_script="scripts/no-such-install.sh",
+    )
+    monkeypatch.setitem(ENGINES, scripted.name, missing)
+    files = write_train_job(target, TrainJob(epochs=1, engine=scripted.name))
+    assert any("scripts/no-such-install.sh was not found" in w for w in files.warnings)
+    assert "no-such-install.sh" not in (files.build_context / "Dockerfile").read_text()

@@ -146,7 +146,6 @@ OVERSIZE = {
     "landcover/data/check.py": "landcover data check's checks and report: to be split (issue 19)",
     "landcover/data/photometric.py": "the photometric augmentations: to be split (issue 19)",
     "landcover/cluster/costmodel.py": "the cost model and its tables: to be split (issue 19)",
-    "landcover/cluster/azureml.py": "write_azureml: to be split into train and predict writers",
     "landcover/storage/io.py": "the storage facade: to move onto fsspec's own layers (issue 19)",
 }
 """Modules that stay above :data:`LARGEST` lines for now, and why (the list only shrinks)."""
