@@ -13,7 +13,7 @@ import copy
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -29,8 +29,32 @@ AUTO = "auto"
 """Value of a setting measured from the training data when training starts."""
 
 
+SectionT = TypeVar("SectionT", bound="_Section")
+
+
 class _Section(BaseModel):
+    """A configuration model: unknown keys refused.
+
+    A loaded configuration is not changed afterwards: values settled when training starts
+    (measured statistics, the worker count) make a new configuration (:meth:`replace`).
+    """
+
+    # not frozen=True yet: benchmarks/{feed,predict,train}_bench.py still set data.mean/std
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+    def replace(self: SectionT, **changes: Any) -> SectionT:
+        """A copy with some keys changed, validated like a loaded one; this one is unchanged.
+
+        Args:
+            **changes: Keys of this model and their new values (models or plain data).
+
+        Returns:
+            The new model.
+
+        Raises:
+            ValidationError: If a new value, or the model with it, is invalid.
+        """
+        return type(self).model_validate({**dict(self), **changes})
 
 
 def _no_credentials_in_url(value: str | None) -> str | None:
@@ -454,6 +478,12 @@ class RunConfig(_Section):
             gradients every step (0: off).
         compile: Compile the model with ``torch.compile`` for training (``landcover predict
             --compile`` for maps); the first steps pay the compile time.
+        mlflow: Log the run to MLflow from rank 0 (the flattened config as parameters, each
+            epoch's loss, learning rate, samples/s, per-class IoU, mIoU and accuracy, and
+            ``curves.png``), to the tracking server of ``MLFLOW_TRACKING_URI``; also on, whatever
+            this says, when that variable is set (Azure ML sets it). Needs ``mlflow-skinny``
+            (``pip install 'landcover[mlflow]'``). A resumed run folder continues its MLflow run
+            (its id is kept in ``mlflow.json``).
     """
 
     out: str = "runs/default"
@@ -483,6 +513,7 @@ class RunConfig(_Section):
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
     compile: bool = False
+    mlflow: bool = False
 
     @field_validator("engine")
     @classmethod
@@ -521,7 +552,13 @@ class RunConfig(_Section):
 
 
 class Config(_Section):
-    """The whole resolved configuration of a run."""
+    """The whole configuration of a run.
+
+    Not changed once loaded. A training run's *effective* configuration, with its ``auto``
+    values resolved to numbers and ``run.workers`` as launched, is a new object made from it
+    (see ``landcover.training.resolved``); that is the one saved as ``config.yaml`` and in
+    every checkpoint.
+    """
 
     data: DataConfig = Field(default_factory=DataConfig)
     model: ModelConfig = Field(default_factory=ModelConfig)
@@ -531,7 +568,10 @@ class Config(_Section):
     @model_validator(mode="after")
     def _patch_fits_overlap(self) -> Config:
         if self.run.val_overlap is None:
-            self.run.val_overlap = self.data.patch_size // 4
+            # a copy: the run section given may be another config's; set as a frozen
+            # dataclass's __post_init__ would (the one change made while a config is built)
+            run = self.run.model_copy(update={"val_overlap": self.data.patch_size // 4})
+            object.__setattr__(self, "run", run)
         if self.run.val_overlap * 2 >= self.data.patch_size:
             raise ValueError(
                 f"run.val_overlap {self.run.val_overlap} must be under half the patch size "

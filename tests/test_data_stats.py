@@ -309,10 +309,15 @@ def test_class_weights_auto_from_given_frequencies() -> None:
     def measure():
         raise AssertionError("nothing is left to measure")
 
-    lines = resolve_auto(config, measure)
+    before = config.to_dict()
+    resolved, lines = resolve_auto(config, measure)
+    assert config.to_dict() == before  # the loaded config is not changed
     expected = _median_frequency(counts / counts.sum())
-    np.testing.assert_allclose(config.optim.loss.class_weights, expected, rtol=1e-12)
-    weights = dict(zip(NAMES, config.optim.loss.class_weights, strict=True))
+    np.testing.assert_allclose(resolved.class_weights, expected, rtol=1e-12)
+    effective = resolved.apply(config)
+    assert effective.optim.loss.class_weights == list(resolved.class_weights)
+    assert effective.data.mean == [0.3, 0.4, 0.3, 0.5] and config.optim.loss.class_weights == "auto"
+    weights = dict(zip(NAMES, resolved.class_weights, strict=True))
     assert weights["barren"] == 1.0  # absent from the data
     assert weights["impervious"] == 10.0  # 12 pixels: clipped at the top of the range
     assert 0.1 < weights["low_vegetation"] < 1.0

@@ -239,8 +239,8 @@ def test_class_weight_cap_and_scheme_reach_auto_weights() -> None:
         ),
     ):
         config = load_config(None, None, base + sets)
-        lines = resolve_auto(config, lambda: pytest.fail("nothing is left to measure"))
-        weights = dict(zip(names, config.optim.loss.class_weights, strict=True))
+        resolved, lines = resolve_auto(config, lambda: pytest.fail("nothing is left to measure"))
+        weights = dict(zip(names, resolved.class_weights, strict=True))
         assert weights["impervious"] == pytest.approx(rare, rel=1e-12), sets
         assert weights["water"] == low and weights["barren"] == 1.0
         cap = config.optim.loss.class_weight_cap

@@ -13,8 +13,9 @@ stats`` file), else of the class frequencies measured the same way.
 
 A resumed run takes every ``auto`` value from its checkpoint's config instead of measuring
 again, so it keeps normalising as before. Explicit numbers are always used as given. The
-resolved numbers replace ``auto`` in the config, which the run folder's ``config.yaml`` and
-every checkpoint hold, so ``predict`` and ``evaluate`` use exactly what training used.
+resolved numbers are a record (:class:`~landcover.training.resolved.ResolvedStats`) that makes
+the run's effective configuration, which the run folder's ``config.yaml`` and every checkpoint
+hold, so ``predict`` and ``evaluate`` use exactly what training used.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from landcover.data.sharding import counts_once
 from landcover.data.stats import DataStats
 from landcover.parallel.engine import Engine
 from landcover.training.losses import frequency_weights, weight_bounds
+from landcover.training.resolved import ResolvedStats
 
 
 def needs_resolving(config: Config) -> bool:
@@ -84,58 +86,50 @@ def _named(names: list[str], values: list[float]) -> str:
     return ", ".join(f"{n} {v:.4f}" for n, v in zip(names, values, strict=True))
 
 
-def _take_previous(config: Config, previous: Config) -> None:
-    """Fills ``auto`` values (and missing class frequencies) from a checkpoint's config."""
-    data, loss = config.data, config.optim.loss
-    if data.mean == AUTO and previous.data.mean != AUTO:
-        data.mean = list(previous.data.mean)
-    if data.std == AUTO and previous.data.std != AUTO:
-        data.std = list(previous.data.std)
-    if data.class_frequencies is None and previous.data.class_frequencies is not None:
-        data.class_frequencies = dict(previous.data.class_frequencies)
-    previous_weights = previous.optim.loss.class_weights
-    if loss.class_weights == AUTO and isinstance(previous_weights, list):
-        loss.class_weights = list(previous_weights)
-
-
 def resolve_auto(
     config: Config,
     measure: Callable[[], DataStats],
     previous: Config | None = None,
     previous_source: str = "checkpoint",
-) -> list[str]:
-    """Replaces every ``auto`` value of the config by numbers, in place.
+) -> tuple[ResolvedStats, list[str]]:
+    """The numbers that replace every ``auto`` value of the config (which is not changed).
 
     ``measure`` is called at most once, and only when something is left to measure; in a
     multi-worker job it is a collective call, and every worker makes the same decision
     because every worker has the same config and checkpoint.
 
     Args:
-        config: The run configuration (changed in place).
+        config: The run configuration.
         measure: Returns the statistics of the training tiles.
         previous: The resumed checkpoint's configuration, if the run resumes.
         previous_source: Where ``previous`` came from, for the log.
 
     Returns:
-        Log lines saying what was resolved and how.
+        The resolved numbers (configured ones as given), and log lines saying what was
+        resolved and how.
     """
     data, loss = config.data, config.optim.loss
+    mean, std, frequencies = data.mean, data.std, data.class_frequencies
+    weights = loss.class_weights
     lines: list[str] = []
-    bands_auto, weights_auto = data.stats_auto, loss.class_weights == AUTO
-    if previous is not None:
-        _take_previous(config, previous)
+    bands_auto, weights_auto = data.stats_auto, weights == AUTO
+    if previous is not None:  # auto values (and missing class frequencies) from the checkpoint
+        if mean == AUTO and previous.data.mean != AUTO:
+            mean = list(previous.data.mean)
+        if std == AUTO and previous.data.std != AUTO:
+            std = list(previous.data.std)
+        if frequencies is None and previous.data.class_frequencies is not None:
+            frequencies = dict(previous.data.class_frequencies)
+        if weights == AUTO and isinstance(previous.optim.loss.class_weights, list):
+            weights = list(previous.optim.loss.class_weights)
     measured = None
-    if data.stats_auto or (loss.class_weights == AUTO and data.class_frequencies is None):
+    if AUTO in (mean, std) or (weights == AUTO and frequencies is None):
         measured = measure()
-        if data.mean == AUTO:
-            data.mean = measured.mean()
-        if data.std == AUTO:
-            data.std = measured.std()
-        if data.class_frequencies is None:
-            data.class_frequencies = dict(
-                zip(data.classes.names, measured.frequencies(), strict=True)
-            )
-    bands = f"mean {_numbers(data.mean)} std {_numbers(data.std)}"
+        mean = measured.mean() if mean == AUTO else mean
+        std = measured.std() if std == AUTO else std
+        if frequencies is None:
+            frequencies = dict(zip(data.classes.names, measured.frequencies(), strict=True))
+    bands = f"mean {_numbers(mean)} std {_numbers(std)}"  # type: ignore[arg-type]
     if measured is not None and bands_auto:
         lines.append(
             f"band statistics measured on {measured.tiles} training tiles "
@@ -150,20 +144,25 @@ def resolve_auto(
             f"class frequencies of the training tiles ({measured.labelled_pixels} labelled px): "
             + _named(data.classes.names, measured.frequencies())
         )
-    if loss.class_weights == AUTO:
-        given = data.class_frequencies or {}
+    if weights == AUTO:
+        given = frequencies or {}
         # w = (median(f) / f) ** p is scale-free: the frequencies need not sum to 1
-        frequencies = [given.get(name, 0.0) for name in data.classes.names]
+        shares = [given.get(name, 0.0) for name in data.classes.names]
         low, high = weight_bounds(loss.class_weight_cap)
-        loss.class_weights = frequency_weights(frequencies, loss.class_weight_scheme, (low, high))
+        weights = frequency_weights(shares, loss.class_weight_scheme, (low, high))
         scheme = loss.class_weight_scheme.replace("_", "-")
         lines.append(
             f"class weights ({scheme} balancing, clipped to [{low:g}, {high:g}]): "
-            + _named(data.classes.names, loss.class_weights)
+            + _named(data.classes.names, weights)
         )
     elif weights_auto:
         lines.append(
-            f"class weights from {previous_source}: "
-            + _named(data.classes.names, loss.class_weights)
+            f"class weights from {previous_source}: " + _named(data.classes.names, weights)
         )
-    return lines
+    resolved = ResolvedStats(
+        mean=tuple(mean),  # type: ignore[arg-type]
+        std=tuple(std),  # type: ignore[arg-type]
+        class_frequencies=None if frequencies is None else dict(frequencies),
+        class_weights=None if weights is None else tuple(weights),
+    )
+    return resolved, lines

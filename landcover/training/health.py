@@ -9,7 +9,13 @@ them in ``metrics.jsonl`` (``unlearned``), so the user sees it at the epoch it h
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+from landcover.training.callbacks import Callback
+from landcover.training.records import EpochRecord, ValidationMetrics
+
+log = logging.getLogger("landcover")
 
 MIN_RECALL = 0.05
 """Validation recall below which a class present in the validation tiles counts as unlearned."""
@@ -55,3 +61,37 @@ def unlearned_message(metrics: dict[str, Any], names: list[str], epoch: int) -> 
         "optim.loss focal/lovasz/tversky terms, a lower optim.lr, and that "
         "model.decoder_channels[-1] is at least twice the number of classes)"
     )
+
+
+def unlearned_after(
+    validation: ValidationMetrics | None, epoch: int, warmup_epochs: float
+) -> tuple[str, ...] | None:
+    """The classes an epoch's validation finds unlearned, once past the warm-up.
+
+    Args:
+        validation: The epoch's validation scores (``None`` when it did not validate).
+        epoch: Epochs done.
+        warmup_epochs: The run's warm-up (``optim.warmup_epochs``); the check waits for at
+            least one epoch.
+
+    Returns:
+        The names of the unlearned classes (empty when every class is learned); ``None``
+        without a validation or in the warm-up.
+    """
+    if validation is None or epoch <= max(1.0, warmup_epochs):
+        return None
+    return tuple(unlearned_classes(validation.as_metrics()))
+
+
+class HealthCheck(Callback):
+    """Logs a warning naming the classes an epoch's record finds unlearned (rank 0)."""
+
+    def on_epoch_end(self, record: EpochRecord) -> None:
+        """Warns when the epoch's validation found classes unlearned.
+
+        Args:
+            record: The epoch's record.
+        """
+        if record.unlearned and record.validation is not None:
+            metrics = record.validation.as_metrics()
+            log.warning("%s", unlearned_message(metrics, list(record.unlearned), record.epoch))

@@ -22,6 +22,7 @@ from landcover.logs import setup_logging
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
+from landcover.training.mlflow_log import mlflow_client_class, mlflow_enabled
 from landcover.training.runfolder import RunFolder
 from landcover.training.worker import run_worker, worker_entry
 
@@ -86,6 +87,8 @@ def train_main(config: Config) -> None:
         return
     setup_logging(DistEnv(), None)
     engine = engine_for(config.run)  # refuses options the engine cannot honour, before the data
+    if mlflow_enabled(config.run):
+        mlflow_client_class()  # MLflow is installed, or one line now rather than after the data
     preflight(config)
     RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
     run = config.run

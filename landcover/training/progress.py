@@ -1,4 +1,7 @@
-"""Training progress on rank 0: a rich progress bar on a terminal, periodic lines otherwise."""
+"""Training progress on rank 0: a rich progress bar on a terminal, periodic lines otherwise.
+
+After each epoch, one line with its loss, validation scores and speed.
+"""
 
 from __future__ import annotations
 
@@ -9,6 +12,9 @@ from datetime import timedelta
 
 import torch
 
+from landcover.training.callbacks import Callback
+from landcover.training.records import EpochRecord
+
 log = logging.getLogger("landcover")
 
 
@@ -16,17 +22,15 @@ def _eta(seconds: float) -> str:
     return str(timedelta(seconds=int(max(seconds, 0))))
 
 
-class Progress:
-    """Reports steps of an epoch with loss, samples/s and ETA.
+class Progress(Callback):
+    """Reports steps of an epoch with loss, samples/s and ETA, and each epoch's result.
 
     Args:
-        enabled: Whether this worker reports (rank 0 only).
         every_s: Seconds between lines when not on a terminal.
         total_epochs: Target epochs, for the run's ETA.
     """
 
-    def __init__(self, enabled: bool, every_s: float, total_epochs: int) -> None:
-        self.enabled = enabled
+    def __init__(self, every_s: float, total_epochs: int) -> None:
         self.every_s = every_s
         self.total_epochs = total_epochs
         self._bar = None
@@ -36,7 +40,7 @@ class Progress:
         self._start = 0.0
         self._last = 0.0
 
-    def start_epoch(self, epoch: int, steps: int) -> None:
+    def on_epoch_start(self, epoch: int, steps: int) -> None:
         """Begins an epoch.
 
         Args:
@@ -45,7 +49,7 @@ class Progress:
         """
         self._epoch, self._steps = epoch, steps
         self._start = self._last = time.perf_counter()
-        if self.enabled and sys.stderr.isatty():
+        if sys.stderr.isatty():
             from rich.progress import (
                 BarColumn,
                 MofNCompleteColumn,
@@ -65,7 +69,7 @@ class Progress:
             self._bar.start()
             self._task = self._bar.add_task("train", total=steps, info="")
 
-    def update(self, step: int, loss: torch.Tensor, samples: int) -> None:
+    def on_step(self, step: int, loss: torch.Tensor, samples: int) -> None:
         """Reports progress after a step.
 
         The loss is read (a device synchronisation on GPU) only when it is shown.
@@ -75,8 +79,6 @@ class Progress:
             loss: Recent training loss (a scalar tensor).
             samples: Global samples done in this epoch.
         """
-        if not self.enabled:
-            return
         now = time.perf_counter()
         elapsed = now - self._start
         rate = samples / elapsed if elapsed > 0 else 0.0
@@ -102,8 +104,38 @@ class Progress:
                 _eta(run_eta),
             )
 
-    def end_epoch(self) -> None:
-        """Ends the epoch (removes the bar)."""
+    def on_epoch_end(self, record: EpochRecord) -> None:
+        """Removes the bar and logs the epoch's line.
+
+        Args:
+            record: The epoch's record.
+        """
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
+        val_text = (
+            f"val mIoU {record.val_miou:.3f} acc {record.val_accuracy:.3f}"
+            if record.validation is not None
+            else "no validation"
+        )
+        log.info(
+            "epoch %d/%d loss %.4f %s | %.1f samples/s, %.1f s (+%.1f s val)%s",
+            record.epoch,
+            self.total_epochs,
+            record.train_loss,
+            val_text,
+            record.samples_per_s,
+            record.epoch_s,
+            record.val_s,
+            " *best*" if record.best else "",
+        )
+
+    def on_train_end(self, completed: bool) -> None:
+        """Removes a bar left by a failed epoch.
+
+        Args:
+            completed: Whether every epoch was trained.
+        """
         if self._bar is not None:
             self._bar.stop()
             self._bar = None

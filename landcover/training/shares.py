@@ -27,6 +27,7 @@ from landcover.parallel.env import DistEnv
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import find_resume_checkpoint
 from landcover.training.inputs import TrainingInput, tile_stats
+from landcover.training.resolved import ResolvedStats
 from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
@@ -71,6 +72,9 @@ class WorkerData:
             ``data.normalize``; the global numbers are identical on every worker).
         val_stats: Each validation tile's own band statistics (``data.normalize: per_tile``;
             ``None`` entries otherwise).
+        stats: The numbers that replace the config's ``auto`` data settings (the same on
+            every worker); :meth:`~landcover.training.resolved.ResolvedStats.apply` makes the
+            effective configuration from them.
         pixel_size_m: The pixel size the model trains at, for its checkpoints (metres).
         resume: The checkpoint to resume from, when it was already loaded for its data
             statistics (path and record).
@@ -81,6 +85,7 @@ class WorkerData:
     n_val: int
     prepare: TrainingInput
     val_stats: list[TileStats | None]
+    stats: ResolvedStats
     pixel_size_m: float | None = None
     resume: tuple[str, Checkpoint] | None = None
 
@@ -90,11 +95,12 @@ def load_worker_data(
 ) -> WorkerData:
     """Loads the worker's share of the tiles and resolves ``auto`` data settings.
 
-    ``config`` is updated in place: ``auto`` band statistics and class weights become numbers
-    (measured on all workers' shares and reduced, or taken from the checkpoint of a resumed run).
+    ``auto`` band statistics and class weights become numbers (measured on all workers' shares
+    and reduced, or taken from the checkpoint of a resumed run), returned as
+    :attr:`WorkerData.stats`; ``config`` is not changed.
 
     Args:
-        config: The resolved configuration.
+        config: The run's configuration as loaded.
         env: The worker's place.
         folder: The run folder (for a resumed run's checkpoint).
         device: The worker's device.
@@ -156,7 +162,7 @@ def load_worker_data(
     empty = empty_images(tiles, mine)
     for image in empty:
         log.warning("%s: every image pixel is no-data: the tile adds nothing to training", image)
-    resume = _resolve_data_stats(
+    resume, stats = _resolve_data_stats(
         config, env, folder, tiles, len(train_pairs), device, empty, engine
     )
     if tiles and len(empty) == len(tiles):
@@ -175,11 +181,20 @@ def load_worker_data(
         )
     except ValueError as exc:
         raise DataError(f"rank {env.rank}: {exc}") from None
-    prepare = TrainingInput(cfg, tiles, device, config.run.seed)
+    prepare = TrainingInput(stats.apply(config).data, tiles, device, config.run.seed)
     per_tile = cfg.normalize == "per_tile"
     val_stats = tile_stats(val_tiles) if per_tile else [None] * len(val_tiles)
     pixel_size = training_pixel_size(tiles, cfg.resolution)
-    return WorkerData(sampler, val_tiles, len(val_pairs), prepare, val_stats, pixel_size, resume)
+    return WorkerData(
+        sampler,
+        val_tiles,
+        len(val_pairs),
+        prepare,
+        val_stats,
+        stats,
+        pixel_size_m=pixel_size,
+        resume=resume,
+    )
 
 
 def _resolve_data_stats(
@@ -191,10 +206,11 @@ def _resolve_data_stats(
     device: torch.device,
     empty: list[str],
     engine: Engine,
-) -> tuple[str, Checkpoint] | None:
-    """Replaces ``auto`` band statistics and class weights by numbers.
+) -> tuple[tuple[str, Checkpoint] | None, ResolvedStats]:
+    """The numbers that replace ``auto`` band statistics and class weights.
 
-    A resumed run takes them from its checkpoint, which is returned for the resume.
+    A resumed run takes them from its checkpoint, which is returned for the resume (with the
+    numbers).
     ``empty`` (this worker's all-no-data images) is named when no tile has a valid pixel.
     """
     previous, source, resume = None, "checkpoint", None
@@ -219,6 +235,7 @@ def _resolve_data_stats(
             )
         return stats
 
-    for line in resolve_auto(config, measure, previous, source):
+    stats, lines = resolve_auto(config, measure, previous, source)
+    for line in lines:
         log.info("%s", line)
-    return resume
+    return resume, stats

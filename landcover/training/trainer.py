@@ -14,8 +14,8 @@ import hashlib
 import itertools
 import logging
 import time
+from collections.abc import Sequence
 from datetime import datetime, timezone
-from typing import Any
 
 import torch
 from torch import nn
@@ -25,7 +25,7 @@ from landcover.config import Config, save_config
 from landcover.data.normalize import tile_normalizer
 from landcover.data.prefetch import Prefetcher
 from landcover.data.sampler import epoch_rng
-from landcover.errors import CheckpointError, TrainingError
+from landcover.errors import CheckpointError, TrainingError, first_line
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
 from landcover.models import (
@@ -35,21 +35,23 @@ from landcover.models import (
     load_initial_weights,
 )
 from landcover.parallel.devices import choose_precision
-from landcover.parallel.engine import Engine
+from landcover.parallel.engine import Engine, Replica
 from landcover.parallel.env import DistEnv
+from landcover.training.callbacks import Callback, CallbackList
 from landcover.training.checkpoint import (
     find_resume_checkpoint,
     gather_rng_states,
     restore_rng_state,
     write_epoch_checkpoints,
 )
-from landcover.training.ema import ModelEMA, average_across_workers, start_ema
+from landcover.training.ema import average_across_workers, start_ema
 from landcover.training.geometry import BatchGeometry
-from landcover.training.health import unlearned_classes, unlearned_message
+from landcover.training.health import unlearned_after
+from landcover.training.loggers import run_callbacks
 from landcover.training.losses import SegmentationLoss
-from landcover.training.progress import Progress
+from landcover.training.records import EpochRecord, ValidationMetrics
+from landcover.training.resolved import Resolved
 from landcover.training.runfolder import RunFolder
-from landcover.training.runlog import RunLog
 from landcover.training.schedule import lr_at
 from landcover.training.shares import WorkerData, load_worker_data
 from landcover.training.step import accumulation_step, build_optimizer
@@ -77,31 +79,59 @@ def parameter_digest(model: nn.Module) -> str:
 class Trainer:
     """Trains one worker's part of a data-parallel run.
 
+    Building a trainer makes the worker ready to train: it loads the worker's share of the
+    data and resolves the config's ``auto`` values (collective calls, on every worker), saves
+    the effective configuration (rank 0), builds and wraps the model and restores the run's
+    checkpoint, if any. :meth:`run` then trains the remaining epochs.
+
     Args:
-        config: The resolved configuration.
+        config: The configuration as loaded (it is not changed: the values resolved here are
+            in :attr:`resolved`, and :attr:`config` is the effective configuration).
         env: The worker's place in the job.
         engine: The data-parallel engine the worker joined.
         device: The worker's device.
+        callbacks: Further callbacks after the run folder's loggers (which log on rank 0
+            only); these are called on every worker.
     """
 
-    def __init__(self, config: Config, env: DistEnv, engine: Engine, device: torch.device) -> None:
-        self.config = config
+    def __init__(
+        self,
+        config: Config,
+        env: DistEnv,
+        engine: Engine,
+        device: torch.device,
+        callbacks: Sequence[Callback] = (),
+    ) -> None:
         self.env = env
         self.engine = engine
         self.device = device
-        config.run.workers = env.world_size  # as launched (an external launcher may differ)
         self.folder = RunFolder(config.run.out)
-        self.mapping = config.data.classes
         self.precision = choose_precision(device, config.run.bf16)
         self.autocast_dtype = self.precision.autocast_dtype
         self.channels_last = device.type == "cuda" and config.run.channels_last
         self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
         self.reduce_device = device if device.type == "cuda" else torch.device("cpu")
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.grad_scaling else None
-        self.ema: ModelEMA | None = None
-        self.resumed: Checkpoint | None = None
+        self.data = load_worker_data(config, env, self.folder, device, engine)
+        # the worker count as launched (an external launcher may differ from run.workers)
+        self.resolved = Resolved(workers=env.world_size, stats=self.data.stats)
+        self.config = self.resolved.apply(config)
+        self.mapping = self.config.data.classes
+        if env.is_main:  # the numbers of auto values, for predict and evaluate
+            save_config(self.config, self.folder.path("config.yaml"))
+            self.folder.publish("config.yaml")
+        self.replica, self.optimizer, self.criterion = self._build_model()
+        self.model = self.replica.model
+        self.start_epoch, self.best_miou, resumed = self._resume(self.data)
+        self.engine.broadcast_initial(self.model, self.optimizer, resumed=self.start_epoch > 0)
+        self.ema = start_ema(self.model, self.config.optim.ema_decay, resumed)
+        del resumed
+        if self.config.run.compile:  # the training step's calls; validation, checkpoints eager
+            self.replica.module = compile_model(self.replica.module, "training")
+        own = run_callbacks(self.config, self.folder, self.start_epoch, env.is_main)
+        self.callbacks = CallbackList([*own, *callbacks])
 
-    def _build_model(self) -> None:
+    def _build_model(self) -> tuple[Replica, torch.optim.Optimizer, SegmentationLoss]:
         cfg = self.config
         torch.manual_seed(cfg.run.seed)
         model = build_model(
@@ -115,18 +145,18 @@ class Trainer:
             log.info("model.weights %r not loaded: resuming from a checkpoint", cfg.model.weights)
         elif cfg.model.weights:
             log.info(load_initial_weights(model, cfg.model, len(cfg.data.bands)).summary())
-        self.replica = self.engine.replicate(model, self.env, cfg.run, self.device)
-        self.model = self.replica.model
-        optimizer = build_optimizer(self.model.parameters(), cfg)
-        self.optimizer = self.engine.distribute_optimizer(
-            optimizer, self.replica, cfg.optim.accumulate, cfg.run
+        replica = self.engine.replicate(model, self.env, cfg.run, self.device)
+        optimizer = self.engine.distribute_optimizer(
+            build_optimizer(replica.model.parameters(), cfg), replica, cfg.optim.accumulate, cfg.run
         )
-        self.criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
+        criterion = SegmentationLoss(cfg.optim.loss, self.mapping.num_classes).to(self.device)
+        return replica, optimizer, criterion
 
-    def _resume(self, data: WorkerData) -> tuple[int, float]:
+    def _resume(self, data: WorkerData) -> tuple[int, float, Checkpoint | None]:
+        """Restores the run's ``last.pt``: its epochs, best mIoU and checkpoint (or a fresh start)."""
         path = find_resume_checkpoint(self.folder)
         if path is None:
-            return 0, -1.0
+            return 0, -1.0, None
         cached = data.resume
         state = cached[1] if cached is not None and cached[0] == path else load_checkpoint(path)
         data.resume = None
@@ -136,12 +166,11 @@ class Trainer:
             if self.scaler is not None and state.grad_scaler:
                 self.scaler.load_state_dict(state.grad_scaler)
         except (RuntimeError, ValueError, KeyError) as exc:
-            first = str(exc).splitlines()[0][:160]
+            first = first_line(exc, 160)
             raise CheckpointError(
                 f"{path}: does not fit this run's model or optimizer ({first}); "
                 "use another --out or the same model settings"
             ) from None
-        self.resumed = state
         own = restore_rng_state(state.rng, self.env.rank, self.device)
         log.info(
             "resuming from %s: %d epoch(s) complete (trained with %d workers, now %d)%s",
@@ -151,9 +180,9 @@ class Trainer:
             self.env.world_size,
             "" if own else f"; rank {self.env.rank} is new to the run and keeps fresh RNG states",
         )
-        return state.epoch, state.best_miou
+        return state.epoch, state.best_miou, state
 
-    def _checkpoint(self, epoch: int, best: float, record: dict[str, Any]) -> Checkpoint:
+    def _checkpoint(self, record: EpochRecord) -> Checkpoint:
         rng = gather_rng_states(self.engine, self.device)  # a collective: every worker is here
         ema = self.ema
         return Checkpoint(
@@ -163,21 +192,24 @@ class Trainer:
             config=self.config.to_dict(),
             optimizer=self.optimizer.state_dict(),
             grad_scaler=self.scaler.state_dict() if self.scaler is not None else {},
-            scheduler={"progress_epochs": epoch, "global_batch": self.geometry.global_batch},
-            epoch=epoch,
-            best_miou=best,
+            scheduler={
+                "progress_epochs": record.epoch,
+                "global_batch": self.geometry.global_batch,
+            },
+            epoch=record.epoch,
+            best_miou=self.best_miou,
             workers=self.env.world_size,
             rng=rng,
-            metrics=record,
+            metrics=record.to_dict(),
             pixel_size_m=self.data.pixel_size_m,
         )
 
-    def _train_epoch(self, epoch: int, progress: Progress) -> tuple[float, float]:
+    def _train_epoch(self, epoch: int) -> tuple[float, float]:
         cfg = self.config
         rng = epoch_rng(cfg.run.seed, self.env.rank, epoch)
         self.data.prepare.start_epoch(self.env.rank, epoch)
         self.replica.module.train()
-        progress.start_epoch(epoch + 1, self.geometry.steps_per_epoch)
+        self.callbacks.on_epoch_start(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
         k = cfg.optim.accumulate
@@ -214,9 +246,7 @@ class Trainer:
             if self.ema is not None:
                 self.ema.update(self.model)
             loss_sum += loss
-            if progress.enabled:
-                progress.update(step + 1, loss, (step + 1) * self.geometry.global_batch)
-        progress.end_epoch()
+            self.callbacks.on_step(step + 1, loss, (step + 1) * self.geometry.global_batch)
         if self.replica.local_sgd is not None:
             self.replica.local_sgd.synchronize()
             if self.ema is not None:  # each worker averaged its own steps
@@ -225,10 +255,10 @@ class Trainer:
         self.engine.all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
 
-    def _validate(self) -> tuple[dict | None, float]:
+    def _validate(self) -> ValidationMetrics | None:
         start = time.perf_counter()
         if self.data.n_val == 0:
-            return None, 0.0
+            return None
         cfg = self.config
         # predict's windows (four patches wide, the same overlap): fewer pixels computed twice
         # than patch-sized windows (1.14x against 1.78x at the default overlap), and the
@@ -252,39 +282,26 @@ class Trainer:
             self.engine,
             lambda i: tile_normalizer(cfg.data, stats[i], self.device),
         )
-        return metrics_from_confusion(confusion.numpy(), self.mapping.names), (
-            time.perf_counter() - start
-        )
+        metrics = metrics_from_confusion(confusion.numpy(), self.mapping.names)
+        return ValidationMetrics.from_metrics(metrics, time.perf_counter() - start)
 
-    def run(self) -> dict[str, Any]:
+    def run(self) -> EpochRecord | None:
         """Trains up to ``optim.epochs`` epochs, resuming from the run's ``last.pt``.
 
         Returns:
-            The last epoch's metrics record (empty if there was nothing to do).
+            The last epoch's record (``None`` if there was nothing to do).
         """
-        cfg, env = self.config, self.env
-        # resolves auto data settings, so config.yaml holds the numbers
-        self.data = load_worker_data(cfg, env, self.folder, self.device, self.engine)
-        if env.is_main:
-            save_config(cfg, self.folder.path("config.yaml"))
-            self.folder.publish("config.yaml")
-        self._build_model()
-        start_epoch, best = self._resume(self.data)
-        self.engine.broadcast_initial(self.model, self.optimizer, resumed=start_epoch > 0)
-        self.ema = start_ema(self.model, cfg.optim.ema_decay, self.resumed)
-        self.resumed = None
-        if cfg.run.compile:  # the training step's calls; validation and checkpoints stay eager
-            self.replica.module = compile_model(self.replica.module, "training")
-        if start_epoch >= cfg.optim.epochs:
+        cfg = self.config
+        if self.start_epoch >= cfg.optim.epochs:
             log.info(
                 "nothing to do: the run already has %d epoch(s), --epochs is %d",
-                start_epoch,
+                self.start_epoch,
                 cfg.optim.epochs,
             )
-            return {}
+            return None
         log.info(
             "training epochs %d..%d: %s, %d steps/epoch (%d samples), %s, device %s (%s)",
-            start_epoch + 1,
+            self.start_epoch + 1,
             cfg.optim.epochs,
             self.geometry.describe_batch(),
             self.geometry.steps_per_epoch,
@@ -293,84 +310,55 @@ class Trainer:
             self.device,
             self.precision.describe(),
         )
-        runlog = RunLog(self.folder, start_epoch) if env.is_main else None
-        progress = Progress(env.is_main, cfg.run.log_every_s, cfg.optim.epochs)
-        record: dict[str, Any] = {}
+        self.callbacks.on_train_start(cfg)
+        record, completed = None, False
         try:
-            for epoch in range(start_epoch, cfg.optim.epochs):
-                t0 = time.perf_counter()
-                train_loss, lr = self._train_epoch(epoch, progress)
-                train_s = time.perf_counter() - t0
-                done = epoch + 1
-                metrics, val_s = None, 0.0
-                if done % cfg.run.val_every == 0 or done == cfg.optim.epochs:
-                    metrics, val_s = self._validate()
-                miou = metrics["miou"] if metrics else None
-                is_best = miou is not None and miou > best
-                best = miou if is_best else best
-                record = {
-                    "epoch": done,
-                    "train_loss": train_loss,
-                    "lr": lr,
-                    "samples_per_s": self.geometry.epoch_samples / train_s,
-                    "epoch_s": train_s,
-                    "val_s": val_s,
-                    "workers": env.world_size,
-                    "global_batch": self.geometry.global_batch,
-                    "steps": self.geometry.steps_per_epoch,
-                    "val_miou": miou,
-                    "val_accuracy": metrics["accuracy"] if metrics else None,
-                    "val_iou": metrics["iou"] if metrics else None,
-                    "unlearned": self._unlearned(metrics, done),
-                    "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                }
-                checkpoint = self._checkpoint(done, best, record)  # on every rank: RNG states
-                if runlog is not None:
-                    write_epoch_checkpoints(
-                        self.folder,
-                        checkpoint,
-                        done,
-                        is_best,
-                        cfg.run.keep_last,
-                    )
-                    runlog.log_epoch(record)
-                    val_text = (
-                        f"val mIoU {miou:.3f} acc {record['val_accuracy']:.3f}"
-                        if metrics
-                        else "no validation"
-                    )
-                    log.info(
-                        "epoch %d/%d loss %.4f %s | %.1f samples/s, %.1f s (+%.1f s val)%s",
-                        done,
-                        cfg.optim.epochs,
-                        train_loss,
-                        val_text,
-                        record["samples_per_s"],
-                        train_s,
-                        val_s,
-                        " *best*" if is_best else "",
-                    )
-                self.folder.publish(f"logs/rank{env.rank}.log")
-                self.engine.barrier()
+            for epoch in range(self.start_epoch, cfg.optim.epochs):
+                record = self._run_epoch(epoch)
             self._verify_replicas()
+            completed = True
         finally:
-            if runlog is not None:
-                runlog.close()
-        self.folder.publish(f"logs/rank{env.rank}.log")
+            self.callbacks.on_train_end(completed)
+        self.folder.publish(f"logs/rank{self.env.rank}.log")
         return record
 
-    def _unlearned(self, metrics: dict | None, done: int) -> list[str] | None:
-        """Classes the model does not predict on the validation tiles, once past the warm-up.
-
-        Logs one warning naming them (see :mod:`landcover.training.health`); ``None`` when
-        there was no validation or the warm-up (at least one epoch) is not over.
-        """
-        if metrics is None or done <= max(1.0, self.config.optim.warmup_epochs):
-            return None
-        names = unlearned_classes(metrics)
-        if names and self.env.is_main:
-            log.warning("%s", unlearned_message(metrics, names, done))
-        return names
+    def _run_epoch(self, epoch: int) -> EpochRecord:
+        """Trains, validates (when due) and checkpoints one epoch, and tells the callbacks."""
+        cfg = self.config
+        t0 = time.perf_counter()
+        train_loss, lr = self._train_epoch(epoch)
+        train_s = time.perf_counter() - t0
+        done = epoch + 1
+        validation = None
+        if done % cfg.run.val_every == 0 or done == cfg.optim.epochs:
+            validation = self._validate()
+        miou = validation.miou if validation is not None else None
+        is_best = miou is not None and miou > self.best_miou
+        self.best_miou = miou if is_best else self.best_miou
+        record = EpochRecord(
+            epoch=done,
+            train_loss=train_loss,
+            lr=lr,
+            samples_per_s=self.geometry.epoch_samples / train_s,
+            epoch_s=train_s,
+            workers=self.env.world_size,
+            global_batch=self.geometry.global_batch,
+            steps=self.geometry.steps_per_epoch,
+            validation=validation,
+            unlearned=unlearned_after(validation, done, cfg.optim.warmup_epochs),
+            best=is_best,
+            time=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        )
+        checkpoint = self._checkpoint(record)  # on every rank: RNG states
+        if self.env.is_main:
+            write_epoch_checkpoints(self.folder, checkpoint, done, is_best, cfg.run.keep_last)
+            self.callbacks.on_checkpoint(self.folder.url_of("checkpoints", "last.pt"), False)
+            if is_best:
+                self.callbacks.on_checkpoint(self.folder.url_of("checkpoints", "best.pt"), True)
+        self.callbacks.on_epoch_end(record)
+        self.folder.publish(f"logs/rank{self.env.rank}.log")
+        self.engine.barrier()
+        return record
 
     def _verify_replicas(self) -> None:
         """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""

@@ -15,7 +15,7 @@ import torch
 
 from landcover.allocator import tune_allocator
 from landcover.config import Config, config_from_dict
-from landcover.errors import PeerFailureError
+from landcover.errors import PeerFailureError, first_line
 from landcover.logs import setup_logging
 from landcover.parallel.devices import resolve_device
 from landcover.parallel.engines import engine_for
@@ -35,7 +35,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
         env: The worker's place.
 
     Returns:
-        The last epoch's metrics record.
+        The last epoch's record as plain data (empty if there was nothing to do).
 
     Raises:
         PeerFailureError: If a collective failed because another worker did.
@@ -59,11 +59,12 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     )
     engine.join(env, config.run, device)
     try:
-        return Trainer(config, env, engine, device).run()
+        record = Trainer(config, env, engine, device).run()
+        return record.to_dict() if record is not None else {}
     except Exception as exc:
         if not is_peer_failure(exc):
             raise
-        first = str(exc).splitlines()[0][:200] if str(exc) else exc.__class__.__name__
+        first = first_line(exc, 200)
         raise PeerFailureError(
             f"rank {env.rank}: a collective operation failed ({first}); a peer worker died, "
             f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
