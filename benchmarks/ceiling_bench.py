@@ -24,9 +24,11 @@ torch's threads set to match), pipeline and floor alternately, the median of ``-
 kept; the pipeline's time is split by stage (:mod:`predict_profile`: the tile's decode into
 memory, its band statistics, window rows, compute, the writer thread, the COG publishing).
 Both read the tile with GDAL decoding on every core (``GDAL_NUM_THREADS``, as predict does)
-and run with the allocator settings the ``landcover`` command applies
-(:mod:`landcover.allocator`); one more row per input and output set runs both with glibc's
-defaults (``LANDCOVER_MALLOC=default``, 1 core), to show what those settings buy.
+and run with the process settings the ``landcover`` command applies (the allocator,
+:mod:`landcover.allocator`, and OpenMP's passive wait policy, :mod:`landcover.threads`); one
+more row per input and output set runs both with the libraries' defaults
+(``LANDCOVER_MALLOC=default``, no ``OMP_WAIT_POLICY``; 1 core), to show what those settings
+buy.
 
 Usage: python benchmarks/ceiling_bench.py [--quick] [--repeats N] [--out DIR] [--cache DIR]
 """
@@ -61,6 +63,8 @@ from landcover.data.synthetic import synthesize_scene
 from landcover.inference.loader import load_inference_model
 from landcover.inference.tileread import DECODE_THREADS
 from landcover.inference.writers import CLASS_COMPRESSION, PROB_COMPRESSION
+from landcover.threads import ENV as OMP_ENV
+from landcover.threads import POLICY as OMP_POLICY
 
 REPO = Path(__file__).resolve().parents[1]
 FULL = (7500, 6000)
@@ -238,7 +242,7 @@ def _measure(
     threads: int,
     probs: bool,
     keep_maps: bool = False,
-    malloc: str = "tuned",
+    settings: str = "tuned",
     **paths: Path,
 ) -> dict[str, Any]:
     command = [sys.executable, __file__, "--child", kind, "--threads", str(threads)]
@@ -246,7 +250,12 @@ def _measure(
     command += ["--keep-maps"] if keep_maps else []
     for key, value in paths.items():
         command += [f"--{key}", str(value)]
-    env = {**os.environ, ENV_SWITCH: "default" if malloc == "default" else ""}
+    # the landcover command's process settings (landcover.allocator, landcover.threads), or
+    # the libraries' defaults for both
+    env = {**os.environ, ENV_SWITCH: "default" if settings == "default" else ""}
+    env.pop(OMP_ENV, None)
+    if settings != "default":
+        env[OMP_ENV] = OMP_POLICY
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, check=False, env=env)
     if result.returncode != 0:
         raise SystemExit(f"{kind} failed:\n{result.stderr[-3000:]}")
@@ -278,8 +287,11 @@ def run(quick: bool, out: Path, cache: Path | None = None, repeats: int = 3) -> 
             for probs in (True, False):
                 for threads in range(1, threads_available + 1):
                     rows.append(_row(tile, checkpoint, name, probs, threads, repeats, Path(tmp)))
-                # glibc's default allocator settings, to show what tune_allocator is for
-                rows.append(_row(tile, checkpoint, name, probs, 1, repeats, Path(tmp), "default"))
+                    # the libraries' default process settings (glibc's malloc thresholds,
+                    # OpenMP's spinning threads), to show what landcover's settings are for
+                    rows.append(
+                        _row(tile, checkpoint, name, probs, threads, repeats, Path(tmp), "default")
+                    )
     extra = {
         "tile": f"{width} x {height}",
         "repeats": repeats,
@@ -298,7 +310,7 @@ def _row(
     threads: int,
     repeats: int,
     tmp: Path,
-    malloc: str = "tuned",
+    settings: str = "tuned",
 ) -> dict[str, Any]:
     """One table row: the median pipeline and floor runs, alternating."""
     maps = tmp / f"maps-{name}-{probs}"
@@ -314,14 +326,14 @@ def _row(
                 threads,
                 probs,
                 False,
-                malloc,
+                settings,
                 tile=tile,
                 checkpoint=checkpoint,
                 scratch=tmp,
             )
         )
         floor.append(
-            _measure("floor", threads, probs, False, malloc, tile=tile, maps=made, scratch=tmp)
+            _measure("floor", threads, probs, False, settings, tile=tile, maps=made, scratch=tmp)
         )
     with rasterio.open(tile) as ds:
         mpx = ds.width * ds.height / 1e6
@@ -332,7 +344,7 @@ def _row(
         "input": name,
         "outputs": "class+prob" if probs else "class",
         "threads": threads,
-        "malloc": malloc,
+        "settings": settings,
         "pipeline_s": round(best["seconds"], 2),
         "mpx_s": round(mpx / best["seconds"], 2),
         "mpx_s_per_core": round(mpx / best["seconds"] / threads, 2),
@@ -356,27 +368,28 @@ def goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
         The goals.
     """
     found: list[Goal] = []
-    for r in rows:  # what the allocator settings are for (reported, no goal)
-        if r["malloc"] != "default":
+    for r in rows:  # what the process settings are for (reported, no goal)
+        if r["settings"] != "default":
             continue
         tuned = next(
             o
             for o in rows
-            if o["malloc"] == "tuned"
+            if o["settings"] == "tuned"
             and o["threads"] == r["threads"]
             and (o["input"], o["outputs"]) == (r["input"], r["outputs"])
         )
         found.append(
             Goal(
                 "ceiling",
-                f"pipeline Mpx/s, tuned / glibc's default malloc, {r['input']}, {r['outputs']}",
+                f"pipeline Mpx/s, landcover's / default process settings, {r['input']}, "
+                f"{r['outputs']}",
                 round(tuned["mpx_s"] / r["mpx_s"], 2),
                 "report",
                 None,
-                f"{r['threads']} thread",
+                f"{r['threads']} thread{'s' if r['threads'] > 1 else ''}",
             )
         )
-    rows = [r for r in rows if r["malloc"] == "tuned"]
+    rows = [r for r in rows if r["settings"] == "tuned"]
     top = [r for r in rows if r["threads"] == threads]
     for r in top:
         found.append(

@@ -620,7 +620,9 @@ def main() -> None:
     """
     from landcover.allocator import tune_allocator
     from landcover.diskerrors import uncaught_output_error
+    from landcover.threads import passive_openmp
 
+    passive_openmp()  # before anything imports torch (see landcover.threads)
     redaction.install()
     tune_allocator()
     try:

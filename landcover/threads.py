@@ -1,0 +1,38 @@
+"""OpenMP's wait policy for landcover's processes: idle pool threads sleep instead of spinning.
+
+torch's CPU kernels run on an OpenMP thread pool (GNU libgomp in PyPI's wheels) whose threads,
+by default, keep spinning for a while after every parallel region, waiting for the next one.
+landcover runs torch beside threads of its own (decoding tiles, writing and compressing maps,
+publishing COGs, loading data), and spinning pool threads take the cores those threads need:
+on the predict ceiling tile with 2 cores (``benchmarks/ceiling_bench.py``) the pipeline spent
+8 % more CPU and 13 % more wall time with spinning threads. ``OMP_WAIT_POLICY=PASSIVE`` makes
+an idle pool thread sleep at once; a parallel region of a convolution lasts milliseconds, so
+waking its threads costs nothing measurable.
+
+libgomp reads the policy once, when torch loads it, so :func:`passive_openmp` sets it in the
+environment of the ``landcover`` command before anything imports torch; worker processes
+inherit it. A policy the user set (``OMP_WAIT_POLICY=ACTIVE``, say) is kept.
+"""
+
+from __future__ import annotations
+
+import os
+
+ENV = "OMP_WAIT_POLICY"
+"""The OpenMP variable (read by libgomp, Intel's and LLVM's OpenMP runtimes alike)."""
+
+POLICY = "PASSIVE"
+
+
+def passive_openmp() -> bool:
+    """Sets ``OMP_WAIT_POLICY=PASSIVE`` for this process and its children, unless the user chose.
+
+    Call it before torch is imported: the OpenMP runtime reads the variable when it loads.
+
+    Returns:
+        True when the policy was set here, False when the user's own is kept.
+    """
+    if os.environ.get(ENV):
+        return False
+    os.environ[ENV] = POLICY
+    return True
