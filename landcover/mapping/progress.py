@@ -1,26 +1,21 @@
 """The overall progress of a predict job on rank 0: tiles done, Mpx/s and ETA.
 
 A thread reads the job's shared counters (:class:`~landcover.mapping.deal.TileBoard`), so
-the line covers every worker on every node. On a terminal it is a rich progress bar; otherwise
-a log line every ``every_s`` seconds, as training's progress.
+the line covers every worker on every node. It is shown as every long task's progress is
+(:class:`~landcover.progress.ProgressReporter`): a rich bar on a terminal, otherwise a log
+line every ``every_s`` seconds.
 """
 
 from __future__ import annotations
 
 import logging
-import sys
 import threading
 import time
-from datetime import timedelta
-from typing import Any
 
 from landcover.mapping.deal import BoardCounts, TileBoard
+from landcover.progress import BAR_REFRESH_S, ProgressReporter, clock
 
 log = logging.getLogger("landcover")
-
-
-def _clock(seconds: float) -> str:
-    return str(timedelta(seconds=int(max(seconds, 0))))
 
 
 class JobProgress:
@@ -41,26 +36,13 @@ class JobProgress:
         self._start = time.perf_counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._bar: Any = None
-        self._task: Any = None
+        self._reporter = ProgressReporter("tiles", board.total, every_s, enabled, remaining=False)
 
     def __enter__(self) -> JobProgress:
         if not self.enabled:
             return self
         self._start = time.perf_counter()
-        if sys.stderr.isatty():
-            from rich.progress import BarColumn, MofNCompleteColumn, TextColumn
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(
-                TextColumn("tiles"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                transient=True,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("predict", total=self.board.total, info="")
+        self._reporter.start()
         self._thread = threading.Thread(target=self._run, name="job-progress", daemon=True)
         self._thread.start()
         return self
@@ -86,19 +68,15 @@ class JobProgress:
         )
         if not final and counts.cost_done > 0 and counts.finished < self.board.total:
             remaining = max(self.total_cost - counts.cost_finished, 0)
-            text += f" ETA {_clock(remaining / (counts.cost_done / elapsed))}"
+            text += f" ETA {clock(remaining / (counts.cost_done / elapsed))}"
         return text
 
     def _run(self) -> None:
-        interval = 0.5 if self._bar is not None else self.every_s
+        interval = BAR_REFRESH_S if self._reporter.on_terminal else self.every_s
         while not self._stop.wait(interval):
-            self._report(self.board.counts())
-
-    def _report(self, counts: BoardCounts) -> None:
-        if self._bar is not None:
-            self._bar.update(self._task, completed=counts.finished, info=self.line(counts))
-        else:
-            log.info("%s", self.line(counts))
+            counts = self.board.counts()
+            text = self.line(counts)
+            self._reporter.show(counts.finished, text, text)
 
     def close(self) -> None:
         """Stops reporting; logs the final line."""
@@ -107,8 +85,6 @@ class JobProgress:
         self._stop.set()
         if self._thread is not None:
             self._thread.join()
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
-        elapsed = _clock(time.perf_counter() - self._start)
+        self._reporter.stop()
+        elapsed = clock(time.perf_counter() - self._start)
         log.info("%s in %s", self.line(self.board.counts(), final=True), elapsed)

@@ -1,4 +1,4 @@
-"""Training progress on rank 0: a rich progress bar on a terminal, periodic lines otherwise.
+"""Training progress on rank 0 (:class:`~landcover.progress.ProgressReporter`): a bar or lines.
 
 After each epoch, one line with its loss, validation scores and speed.
 """
@@ -6,20 +6,14 @@ After each epoch, one line with its loss, validation scores and speed.
 from __future__ import annotations
 
 import logging
-import sys
-import time
-from datetime import timedelta
 
 import torch
 
+from landcover.progress import ProgressReporter, clock
 from landcover.training.callbacks import Callback
 from landcover.training.records import EpochRecord
 
 log = logging.getLogger("landcover")
-
-
-def _eta(seconds: float) -> str:
-    return str(timedelta(seconds=int(max(seconds, 0))))
 
 
 class Progress(Callback):
@@ -33,12 +27,9 @@ class Progress(Callback):
     def __init__(self, every_s: float, total_epochs: int) -> None:
         self.every_s = every_s
         self.total_epochs = total_epochs
-        self._bar = None
-        self._task = None
+        self._reporter: ProgressReporter | None = None
         self._epoch = 0
         self._steps = 1
-        self._start = 0.0
-        self._last = 0.0
 
     def on_epoch_start(self, epoch: int, steps: int) -> None:
         """Begins an epoch.
@@ -48,26 +39,8 @@ class Progress(Callback):
             steps: Steps in the epoch.
         """
         self._epoch, self._steps = epoch, steps
-        self._start = self._last = time.perf_counter()
-        if sys.stderr.isatty():
-            from rich.progress import (
-                BarColumn,
-                MofNCompleteColumn,
-                TextColumn,
-                TimeRemainingColumn,
-            )
-            from rich.progress import Progress as RichProgress
-
-            self._bar = RichProgress(
-                TextColumn(f"epoch {epoch}/{self.total_epochs}"),
-                BarColumn(),
-                MofNCompleteColumn(),
-                TextColumn("{task.fields[info]}"),
-                TimeRemainingColumn(),
-                transient=True,
-            )
-            self._bar.start()
-            self._task = self._bar.add_task("train", total=steps, info="")
+        label = f"epoch {epoch}/{self.total_epochs}"
+        self._reporter = ProgressReporter(label, steps, self.every_s).start()
 
     def on_step(self, step: int, loss: torch.Tensor, samples: int) -> None:
         """Reports progress after a step.
@@ -79,30 +52,22 @@ class Progress(Callback):
             loss: Recent training loss (a scalar tensor).
             samples: Global samples done in this epoch.
         """
-        now = time.perf_counter()
-        elapsed = now - self._start
+        reporter = self._reporter
+        if reporter is None:
+            return
+        reporter.advance(step)
+        if not reporter.due(last=step == self._steps):
+            return
+        elapsed = reporter.elapsed
         rate = samples / elapsed if elapsed > 0 else 0.0
         epoch_eta = elapsed / step * (self._steps - step)
         run_eta = epoch_eta + elapsed / step * self._steps * (self.total_epochs - self._epoch)
-        if self._bar is not None:
-            self._bar.update(self._task, completed=step)
-            if now - self._last >= 0.5 or step == self._steps:
-                self._last = now
-                info = f"loss {float(loss):.4f} {rate:.1f} samples/s"
-                self._bar.update(self._task, info=info)
-        elif now - self._last >= self.every_s or step == self._steps:
-            self._last = now
-            log.info(
-                "epoch %d/%d step %d/%d loss %.4f %.1f samples/s ETA epoch %s run %s",
-                self._epoch,
-                self.total_epochs,
-                step,
-                self._steps,
-                float(loss),
-                rate,
-                _eta(epoch_eta),
-                _eta(run_eta),
-            )
+        value = float(loss)
+        line = (
+            f"epoch {self._epoch}/{self.total_epochs} step {step}/{self._steps} loss "
+            f"{value:.4f} {rate:.1f} samples/s ETA epoch {clock(epoch_eta)} run {clock(run_eta)}"
+        )
+        reporter.show(step, f"loss {value:.4f} {rate:.1f} samples/s", line)
 
     def on_epoch_end(self, record: EpochRecord) -> None:
         """Removes the bar and logs the epoch's line.
@@ -110,9 +75,7 @@ class Progress(Callback):
         Args:
             record: The epoch's record.
         """
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        self._stop()
         val_text = (
             f"val mIoU {record.val_miou:.3f} acc {record.val_accuracy:.3f}"
             if record.validation is not None
@@ -136,6 +99,9 @@ class Progress(Callback):
         Args:
             completed: Whether every epoch was trained.
         """
-        if self._bar is not None:
-            self._bar.stop()
-            self._bar = None
+        self._stop()
+
+    def _stop(self) -> None:
+        if self._reporter is not None:
+            self._reporter.stop()
+            self._reporter = None

@@ -1,0 +1,151 @@
+"""One progress display for every long task: a rich bar on a terminal, log lines otherwise.
+
+Training epochs, a predict job's tiles and blob transfers all report through a
+:class:`ProgressReporter`: on a terminal (stderr is a TTY) a transient rich progress bar with
+the task's label, a bar, ``done/total``, a short info text and the time remaining; elsewhere
+(a log file, Azure ML's captured output) one log line every ``every_s`` seconds. Callers ask
+:meth:`ProgressReporter.due` before building an expensive text (a loss read from the GPU), so
+nothing is formatted that is not shown.
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+from datetime import timedelta
+from typing import Any
+
+log = logging.getLogger("landcover")
+
+BAR_REFRESH_S = 0.5
+"""Seconds between refreshes of a bar's info text."""
+
+
+def clock(seconds: float) -> str:
+    """A duration as ``H:MM:SS`` (negative durations as zero).
+
+    Args:
+        seconds: The duration.
+
+    Returns:
+        The text.
+    """
+    return str(timedelta(seconds=int(max(seconds, 0))))
+
+
+class ProgressReporter:
+    """Reports the progress of one task until :meth:`stop`.
+
+    Args:
+        label: The bar's label (``epoch 3/10``, ``tiles``, ``uploaded``).
+        total: Units of work in the task (steps, tiles, bytes).
+        every_s: Seconds between log lines when not on a terminal.
+        enabled: Whether anything is shown (rank 0 only, say).
+        remaining: Show rich's time-remaining column on the bar.
+        bytes_bar: Show the bar's counts as transferred bytes and speed (for transfers).
+    """
+
+    def __init__(
+        self,
+        label: str,
+        total: int,
+        every_s: float,
+        enabled: bool = True,
+        remaining: bool = True,
+        bytes_bar: bool = False,
+    ) -> None:
+        self.label = label
+        self.total = total
+        self.every_s = every_s
+        self.enabled = enabled
+        self.remaining = remaining
+        self.bytes_bar = bytes_bar
+        self.started = time.perf_counter()
+        self._last = self.started
+        self._bar: Any = None
+        self._task: Any = None
+
+    @property
+    def on_terminal(self) -> bool:
+        """Whether a bar is shown (rather than log lines)."""
+        return self._bar is not None
+
+    def start(self) -> ProgressReporter:
+        """Starts the clock and, on a terminal, the bar.
+
+        Returns:
+            The reporter.
+        """
+        self.started = self._last = time.perf_counter()
+        if self.enabled and sys.stderr.isatty():
+            from rich import progress as rp
+
+            columns: list[Any] = [rp.TextColumn(self.label), rp.BarColumn()]
+            if self.bytes_bar:
+                columns += [rp.DownloadColumn(), rp.TransferSpeedColumn()]
+            else:
+                columns.append(rp.MofNCompleteColumn())
+            columns.append(rp.TextColumn("{task.fields[info]}"))
+            if self.remaining:
+                columns.append(rp.TimeRemainingColumn())
+            self._bar = rp.Progress(*columns, transient=True)
+            self._bar.start()
+            self._task = self._bar.add_task(self.label, total=self.total, info="")
+        return self
+
+    def __enter__(self) -> ProgressReporter:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def elapsed(self) -> float:
+        """Seconds since :meth:`start`."""
+        return time.perf_counter() - self.started
+
+    def due(self, last: bool = False) -> bool:
+        """Whether the next :meth:`show` would be seen (a bar refresh or a log line).
+
+        Args:
+            last: The task's last update (always shown).
+
+        Returns:
+            True when the caller should build its text and call :meth:`show`.
+        """
+        if not self.enabled:
+            return False
+        wait = BAR_REFRESH_S if self.on_terminal else self.every_s
+        return last or time.perf_counter() - self._last >= wait
+
+    def advance(self, completed: int) -> None:
+        """Moves the bar (cheap; no text): call after every unit of work.
+
+        Args:
+            completed: Units done so far.
+        """
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed)
+
+    def show(self, completed: int, info: str, line: str | None = None) -> None:
+        """Shows the progress: the bar's info text, or one log line.
+
+        Args:
+            completed: Units done so far.
+            info: The bar's short text (loss and speed, say).
+            line: The whole log line when not on a terminal (default: ``label info``).
+        """
+        if not self.enabled:
+            return
+        self._last = time.perf_counter()
+        if self._bar is not None:
+            self._bar.update(self._task, completed=completed, info=info)
+        else:
+            log.info("%s", line if line is not None else f"{self.label} {info}")
+
+    def stop(self) -> None:
+        """Removes the bar (a no-op when there is none)."""
+        if self._bar is not None:
+            self._bar.stop()
+            self._bar = None
