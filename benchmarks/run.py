@@ -5,8 +5,10 @@ Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|load|model
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
 it prints its table and writes ``{out}/{part}.json`` / ``.csv`` (with the date and machine).
-This script adds ``{out}/summary.json`` / ``.csv``: every goal of the benchmark issue with the
-measured figure and whether it holds, and how long each part took. ``--quick`` runs smaller
+This script adds ``{out}/summary.json`` / ``.csv``: every goal of the benchmark issues with the
+measured figure and whether it holds, and how long each part took. Parts not run this time
+keep their latest goals in the summary (read from their ``{part}.json``, with its date), so
+running one part updates its rows and leaves the others; ``--summary`` only rebuilds it. ``--quick`` runs smaller
 versions of every part; the shifted-world part trains eight models (about 75 minutes on 2 CPU
 cores; ``--quick``: two, about 10) and the compile part about 16 (``--quick``: 4), the others
 together take under 30.
@@ -47,6 +49,9 @@ def main() -> None:
     parser.add_argument("parts", nargs="*", default=["all"], help=f"all or any of {PARTS}")
     parser.add_argument("--quick", action="store_true", help="smaller runs (< 5 min in all)")
     parser.add_argument(
+        "--summary", action="store_true", help="run nothing: rebuild the summary from the results"
+    )
+    parser.add_argument(
         "--out",
         type=Path,
         default=None,
@@ -55,7 +60,7 @@ def main() -> None:
     args = parser.parse_args()
     # quick figures never overwrite the full run's
     args.out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
-    wanted = list(PARTS) if "all" in args.parts else args.parts
+    wanted = [] if args.summary else list(PARTS) if "all" in args.parts else args.parts
     unknown = [p for p in wanted if p not in PARTS]
     if unknown:
         parser.error(f"unknown part(s) {unknown}; choose from all, {', '.join(PARTS)}")
@@ -67,7 +72,32 @@ def main() -> None:
         module = importlib.import_module(f"{part}_bench")
         goals += module.run(args.quick, args.out)
         timings.append({"part": part, "seconds": round(time.perf_counter() - start, 1)})
-    write_summary(goals, timings, args.quick, args.out)
+    write_summary(goals + earlier_goals(args.out, wanted), timings, args.quick, args.out)
+
+
+def earlier_goals(out: Path, skip: list[str]) -> list[Goal]:
+    """The latest goals of the parts not run now, from their results files.
+
+    Args:
+        out: The results folder.
+        skip: Parts run now (their new goals are used instead).
+
+    Returns:
+        The goals, each note saying the date it was measured.
+    """
+    import json
+
+    found: list[Goal] = []
+    for part in PARTS:
+        path = out / f"{part}.json"
+        if part in skip or not path.is_file():
+            continue
+        doc = json.loads(path.read_text())
+        day = str(doc.get("date", ""))[:10]
+        for goal in doc.get("goals", []):
+            note = goal.get("note") or ""
+            found.append(Goal(**{**goal, "note": f"{note}; {day}".strip("; ")}))
+    return found
 
 
 def write_summary(goals: list[Goal], timings: list[dict], quick: bool, out: Path) -> None:
