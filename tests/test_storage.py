@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import os
 import pickle
+import signal
 import socket
 import stat as statmod
+import subprocess
+import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -379,6 +384,158 @@ def test_cache_serves_a_second_read_without_the_server(
     assert time.monotonic() - start < 1
     with pytest.raises(StorageError):
         cached_read(join(private_blob, "never-cached.tif"), cache, False, RetryPolicy(budget_s=1))
+
+
+# --- a cache folder shared by processes ----------------------------------------------------
+
+READER = """
+import hashlib, sys, time
+from pathlib import Path
+from landcover.storage import cached_read
+from landcover.storage.filesystems import filesystem
+
+who, url, folder = sys.argv[1:4]
+if who == "fsspec":
+    from fsspec.implementations.cached import WholeFileCacheFileSystem
+
+    fs, path = filesystem(url)
+    cache = WholeFileCacheFileSystem(
+        fs=fs, cache_storage=folder, check_files=True, expiry_time=False, skip_instance_cache=True
+    )
+    read = lambda: cache.cat(path)
+else:
+    read = lambda: cached_read(url, folder)
+print("ready", flush=True)
+if who == "loop":  # read until told to stop, then print what each read held
+    seen = []
+    while not Path(folder, "stop").exists():
+        seen.append(hashlib.sha256(read()).hexdigest())
+        Path(folder, f"ready-{sys.argv[4]}").touch()
+    print(" ".join(seen), flush=True)
+else:  # one read when told to
+    sys.stdin.readline()
+    print("reading", flush=True)
+    read()
+"""
+
+
+def _reader(*args: str) -> subprocess.Popen:
+    """A reader process (see READER) with this test's environment; waits until it is ready."""
+    proc = subprocess.Popen(
+        [sys.executable, "-c", READER, *args],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parents[1],
+    )
+    assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
+    return proc
+
+
+def _digest(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def test_processes_sharing_a_cache_folder_read_whole_current_objects(
+    azurite_private: Azurite, private_blob: str, tmp_path: Path
+) -> None:
+    """Three worker processes read one blob through one cache folder while it is rewritten."""
+    cache, url = tmp_path / "cache", join(private_blob, "tile.tif")
+    versions = [os.urandom(1_000_000 + 1_000 * (i % 2)) for i in range(6)]  # equal sizes too
+    write_bytes(url, versions[0])
+    cache.mkdir()
+    workers = [_reader("loop", url, str(cache), str(i)) for i in range(3)]
+    try:
+        deadline = time.monotonic() + 60
+        while not all((cache / f"ready-{i}").exists() for i in range(3)):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+        for data in versions[1:]:
+            write_bytes(url, data)
+            time.sleep(0.4)
+        (cache / "stop").touch()
+        outputs = [w.communicate(timeout=60)[0].split() for w in workers]
+    finally:
+        for w in workers:
+            w.kill()
+    known = {_digest(v) for v in versions}
+    for seen in outputs:
+        assert seen and set(seen) <= known  # every read a whole version, never a torn one
+        assert len(set(seen)) >= 3  # revalidation saw the rewrites
+    assert cached_read(url, cache) == versions[-1]
+    entries = [p.name for p in cache.glob("*.bin")]
+    assert len(entries) == 1 and f"-{len(versions[-1])}-" in entries[0]
+    assert not list(cache.glob(".*.tmp"))
+
+
+def _kill_mid_read(reader: subprocess.Popen, server: Azurite, mid: Callable[[], bool]) -> None:
+    """Lets a reader start its read, freezes the server once ``mid()``, kills the reader."""
+    assert reader.stdin is not None and reader.stdout is not None
+    reader.stdin.write("go\n")
+    reader.stdin.flush()
+    assert reader.stdout.readline().strip() == "reading"
+    deadline = time.monotonic() + 30
+    while not mid():
+        assert reader.poll() is None, "the read ended before it could be interrupted"
+        assert time.monotonic() < deadline
+        time.sleep(0.001)
+    group = os.getpgid(server.process.pid)  # its own session
+    os.killpg(group, signal.SIGSTOP)  # the transfer stops where it is
+    try:
+        reader.kill()
+        reader.wait(timeout=30)
+    finally:
+        os.killpg(group, signal.SIGCONT)
+
+
+def test_a_reader_killed_mid_read_leaves_the_shared_cache_whole(
+    azurite_private: Azurite, private_blob: str, tmp_path: Path
+) -> None:
+    cache, url = tmp_path / "cache", join(private_blob, "big.tif")
+    payload = os.urandom(32 * 2**20)
+    write_bytes(url, payload)
+    reader = _reader("ours", url, str(cache))
+    _kill_mid_read(reader, azurite_private, lambda: True)
+    for entry in cache.glob("*.bin"):  # none, unless the read had finished: then whole
+        assert entry.read_bytes() == payload
+    assert cached_read(url, cache) == payload
+    assert cached_read(url, cache) == payload  # now from the cache
+
+
+def test_fsspec_filecache_is_not_safe_for_processes_sharing_a_folder(
+    azurite_private: Azurite, private_blob: str, tmp_path: Path
+) -> None:
+    """Why landcover.storage.cache is kept rather than fsspec's ``filecache::``.
+
+    fsspec's WholeFileCacheFileSystem (a) writes every download in place, under one name per
+    path, and (b) keeps each process's snapshot of the metadata for ``cache_check`` seconds.
+    So a worker that started before another cached a tile downloads it again over the
+    other's complete copy; killed meanwhile (preempted, out of memory), it leaves a partial
+    file that the metadata, whose ETag still matches, vouches for: every later reader gets
+    damaged bytes, with revalidation on. (Two workers reading one tile at once tear it too:
+    see the shared-folder row of benchmarks/storage_bench.py.) Ours writes each entry under a
+    name holding the ETag and size, to a temporary name first, renamed when complete.
+    If this test fails, fsspec's cache has become safe to share: replace ours with it.
+    """
+    from fsspec.implementations.cached import WholeFileCacheFileSystem
+
+    cache, url = tmp_path / "cache", join(private_blob, "big.tif")
+    payload = os.urandom(32 * 2**20)
+    write_bytes(url, payload)
+    fs, path = filesystem(url)
+
+    def filecache() -> WholeFileCacheFileSystem:
+        return WholeFileCacheFileSystem(
+            fs=fs, cache_storage=str(cache), check_files=True, skip_instance_cache=True
+        )
+
+    late = _reader("fsspec", url, str(cache))  # started before the tile was cached
+    assert filecache().cat(path) == payload  # another worker caches it
+    copy = next(p for p in cache.iterdir() if p.name != "cache")
+    _kill_mid_read(late, azurite_private, lambda: copy.stat().st_size < len(payload))
+    damaged = filecache().cat(path)  # a later reader, revalidating against the ETag
+    assert damaged != payload and len(damaged) < len(payload)
+    assert cached_read(url, tmp_path / "ours") == payload
 
 
 def test_filesystem_is_reused(blob: str) -> None:

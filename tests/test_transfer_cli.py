@@ -1,12 +1,21 @@
-"""``landcover data upload`` / ``data download`` as real subprocesses against Azurite."""
+"""``landcover data upload`` / ``data download`` against Azurite: the commands as real subprocesses,
+then the library behind them in process (outages, progress lines)."""
 
 from __future__ import annotations
 
 import os
 import re
+import threading
+import time
 from pathlib import Path
 
-from azurite import ACCOUNT_KEY, AZURE_VARIABLES, Azurite, free_port
+import pytest
+from azurite import ACCOUNT_KEY, AZURE_VARIABLES, Azurite, apply_env, free_port
+
+from landcover.storage import StorageError
+from landcover.storage.progress import transfer_progress
+from landcover.storage.retry import RetryPolicy
+from landcover.storage.transfer import TransferSummary, download, upload
 
 from conftest import assert_one_line_error, run_cli
 
@@ -121,3 +130,85 @@ def test_unreachable_server_fails_cleanly(tmp_path: Path) -> None:
     assert_one_line_error(result, "az://cont/data", "gave up after")
     assert not (tmp_path / "d").exists()
     _no_secrets(result, ACCOUNT_KEY)
+
+
+# --- the library behind the commands (fsspec's put/get), in process --------------------------
+
+
+def _outage_setup(server: Azurite, env: pytest.MonkeyPatch, tmp_path: Path) -> tuple[str, dict]:
+    """Sixteen 3 MB blobs under a prefix; returns its URL and the files."""
+    apply_env(env, server.env())
+    source = tmp_path / "src"
+    source.mkdir()
+    files = {f"f{i:02d}.bin": os.urandom(3_000_000) for i in range(16)}
+    for rel, data in files.items():
+        (source / rel).write_bytes(data)
+    url = f"az://{server.create_container()}/data"
+    assert upload(source, url, 4, show_progress=False).files == 16
+    return url, files
+
+
+def _when_first_file_lands(out: Path, copy: threading.Thread) -> dict[str, int]:
+    """Waits until a download has put its first file in place; returns the inodes there."""
+    while not (out.is_dir() and any(not p.name.startswith(".") for p in out.iterdir())):
+        assert copy.is_alive(), "the copy ended early"
+        time.sleep(0.002)
+    return {p.name: p.stat().st_ino for p in out.iterdir() if not p.name.startswith(".")}
+
+
+def test_download_rides_out_an_outage_copying_only_the_rest(
+    azurite_private: Azurite, no_azure_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    url, files = _outage_setup(azurite_private, no_azure_env, tmp_path)
+    out, result = tmp_path / "out", {}
+    copy = threading.Thread(
+        target=lambda: result.update(s=download(url, out, 2, False, RetryPolicy(budget_s=30)))
+    )
+    copy.start()
+    before = _when_first_file_lands(out, copy)
+    azurite_private.stop()
+    time.sleep(1.5)
+    azurite_private.start()
+    copy.join(timeout=120)
+    assert len(before) < len(files), "the outage came after the copy"
+    assert result["s"].files == 16 and result["s"].nbytes == 48_000_000
+    assert _tree(out) == files  # nothing extra: no temporary file left
+    assert {n: (out / n).stat().st_ino for n in before} == before  # not copied again
+
+
+def test_a_download_that_gives_up_leaves_whole_files_only(
+    azurite_private: Azurite, no_azure_env: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    url, files = _outage_setup(azurite_private, no_azure_env, tmp_path)
+    out, result = tmp_path / "out", {}
+
+    def run() -> None:
+        try:
+            download(url, out, 2, False, RetryPolicy(budget_s=1))
+        except StorageError as exc:
+            result["error"] = exc
+
+    copy = threading.Thread(target=run)
+    copy.start()
+    _when_first_file_lands(out, copy)
+    azurite_private.stop()
+    copy.join(timeout=60)
+    message = str(result["error"])
+    assert "\n" not in message and url in message and "gave up after" in message
+    left = _tree(out)
+    assert 0 < len(left) < len(files)
+    assert all(files[rel] == data for rel, data in left.items())  # whole files, no temporaries
+
+
+def test_summary_and_progress_lines(capsys: pytest.CaptureFixture[str]) -> None:
+    summary = TransferSummary("uploaded", 3, 2_500_000, 2.0, "az://c/x?sv=2024-08-04&sig=c2VjcmV0")
+    assert summary.line().startswith("uploaded 3 files, 2.5 MB in 2.0 s (1.2 MB/s) to az://c/x")
+    assert "c2VjcmV0" not in summary.line()
+    with transfer_progress("downloaded", 3, 3_000_000, every_s=0.0) as advance:
+        advance(1_000_000, 1)
+        advance(500_000, 0)
+        advance(-500_000, 0)  # a file started over
+        advance(1_000_000, 1)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("downloaded 1/3 files, 1.0/3.0 MB, ")
+    assert lines[-1].startswith("downloaded 2/3 files, 2.0/3.0 MB, ")

@@ -5,6 +5,14 @@ Like blobfuse's file cache: each object is stored under the cache folder as
 ETag. The name changes when the object changes, so a stale copy is never taken for the new
 one; entries are written atomically (temporary name + rename), so concurrent workers or runs
 can share a folder. Local paths and NFS mounts are read directly, not cached.
+
+Why not fsspec's ``filecache::`` (``WholeFileCacheFileSystem`` with ``check_files``): it
+downloads in place, under one name per path, and each process trusts its own snapshot of the
+metadata file for ``cache_check`` seconds; so processes sharing a folder tear each other's
+copies (two readers of one tile at once), and a reader killed while refreshing a copy leaves
+a partial file that the metadata, whose ETag still matches, serves to every later reader.
+``tests/test_storage.py`` shows the second; ``benchmarks/storage_bench.py`` counts the torn
+reads of the first (and times both caches).
 """
 
 from __future__ import annotations
