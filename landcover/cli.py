@@ -396,7 +396,13 @@ def data_upload(
         str, typer.Argument(help="Destination: az://container/prefix, abfs://..., or a path.")
     ],
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-j", min=1, help="Files copied at once.")
+        int,
+        typer.Option(
+            "--concurrency",
+            "-j",
+            min=1,
+            help="Transfers at once (files, or blocks of a few large files).",
+        ),
     ] = 8,
 ) -> None:
     """Upload a file or folder to Azure Blob Storage (credentials from AZURE_STORAGE_*)."""
@@ -412,7 +418,13 @@ def data_download(
     ],
     local: Annotated[str, typer.Argument(help="Local folder (or file, for one blob).")],
     concurrency: Annotated[
-        int, typer.Option("--concurrency", "-j", min=1, help="Files copied at once.")
+        int,
+        typer.Option(
+            "--concurrency",
+            "-j",
+            min=1,
+            help="Transfers at once (files, or blocks of a few large files).",
+        ),
     ] = 8,
 ) -> None:
     """Download a blob or every blob under a prefix (credentials from AZURE_STORAGE_*)."""
