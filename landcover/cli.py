@@ -25,6 +25,15 @@ ClassesOption = Annotated[str, typer.Option(help="Class preset: chesapeake7, cvp
 BandsOption = Annotated[int, typer.Option(min=1, help="Expected image bands.")]
 ImageSuffixOption = Annotated[str, typer.Option(help="Image file-name suffix.")]
 LabelSuffixOption = Annotated[str, typer.Option(help="Label file-name suffix.")]
+ConcurrencyOption = Annotated[
+    int,
+    typer.Option(
+        "--concurrency",
+        "-j",
+        min=1,
+        help="Transfers at once (files, or blocks of a few large files).",
+    ),
+]
 
 
 def _class_mapping(classes: str) -> Any:
@@ -395,15 +404,7 @@ def data_upload(
     url: Annotated[
         str, typer.Argument(help="Destination: az://container/prefix, abfs://..., or a path.")
     ],
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            "--concurrency",
-            "-j",
-            min=1,
-            help="Transfers at once (files, or blocks of a few large files).",
-        ),
-    ] = 8,
+    concurrency: ConcurrencyOption = 8,
 ) -> None:
     """Upload a file or folder to Azure Blob Storage (credentials from AZURE_STORAGE_*)."""
     from landcover.storage.transfer import upload
@@ -417,15 +418,7 @@ def data_download(
         str, typer.Argument(help="Source: az://container/prefix, abfs://..., a blob or a path.")
     ],
     local: Annotated[str, typer.Argument(help="Local folder (or file, for one blob).")],
-    concurrency: Annotated[
-        int,
-        typer.Option(
-            "--concurrency",
-            "-j",
-            min=1,
-            help="Transfers at once (files, or blocks of a few large files).",
-        ),
-    ] = 8,
+    concurrency: ConcurrencyOption = 8,
 ) -> None:
     """Download a blob or every blob under a prefix (credentials from AZURE_STORAGE_*)."""
     from landcover.storage.transfer import download
