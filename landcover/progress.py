@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -20,6 +21,10 @@ log = logging.getLogger("landcover")
 
 BAR_REFRESH_S = 0.5
 """Seconds between refreshes of a bar's info text."""
+
+
+def _log_line(line: str) -> None:
+    log.info("%s", line)
 
 
 def clock(seconds: float) -> str:
@@ -44,6 +49,8 @@ class ProgressReporter:
         enabled: Whether anything is shown (rank 0 only, say).
         remaining: Show rich's time-remaining column on the bar.
         bytes_bar: Show the bar's counts as transferred bytes and speed (for transfers).
+        emit: Where a line goes when not on a terminal (default: the ``landcover`` log).
+        stderr: Draw the bar on stderr (default: rich's console, stdout).
     """
 
     def __init__(
@@ -54,6 +61,8 @@ class ProgressReporter:
         enabled: bool = True,
         remaining: bool = True,
         bytes_bar: bool = False,
+        emit: Callable[[str], None] | None = None,
+        stderr: bool = False,
     ) -> None:
         self.label = label
         self.total = total
@@ -61,6 +70,8 @@ class ProgressReporter:
         self.enabled = enabled
         self.remaining = remaining
         self.bytes_bar = bytes_bar
+        self.emit = emit if emit is not None else _log_line
+        self.stderr = stderr
         self.started = time.perf_counter()
         self._last = self.started
         self._bar: Any = None
@@ -80,6 +91,7 @@ class ProgressReporter:
         self.started = self._last = time.perf_counter()
         if self.enabled and sys.stderr.isatty():
             from rich import progress as rp
+            from rich.console import Console
 
             columns: list[Any] = [rp.TextColumn(self.label), rp.BarColumn()]
             if self.bytes_bar:
@@ -89,7 +101,8 @@ class ProgressReporter:
             columns.append(rp.TextColumn("{task.fields[info]}"))
             if self.remaining:
                 columns.append(rp.TimeRemainingColumn())
-            self._bar = rp.Progress(*columns, transient=True)
+            console = Console(stderr=True) if self.stderr else None
+            self._bar = rp.Progress(*columns, console=console, transient=True)
             self._bar.start()
             self._task = self._bar.add_task(self.label, total=self.total, info="")
         return self
@@ -142,7 +155,7 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.update(self._task, completed=completed, info=info)
         else:
-            log.info("%s", line if line is not None else f"{self.label} {info}")
+            self.emit(line if line is not None else f"{self.label} {info}")
 
     def stop(self) -> None:
         """Removes the bar (a no-op when there is none)."""

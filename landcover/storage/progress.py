@@ -1,55 +1,27 @@
-"""Progress of a copy (``landcover data upload``/``download``): a bar on a terminal, else lines.
+"""Progress of a copy (``landcover data upload``/``download``) on the one progress display.
 
-On a terminal (stderr is a TTY), a transient rich bar of bytes with speed, files and time left;
-elsewhere (a log file, a batch job's captured output) one line on stderr every few seconds.
-Every line is redacted (:mod:`landcover.redaction`).
+:class:`~landcover.progress.ProgressReporter` shows it: on a terminal (stderr is a TTY), a
+transient rich bar of bytes with speed, files and time left, on stderr; elsewhere (a log file,
+a batch job's captured output) one line on stderr every few seconds while files remain. Every
+line is redacted (:mod:`landcover.redaction`).
 """
 
 from __future__ import annotations
 
 import sys
 import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
+from landcover.progress import ProgressReporter
 from landcover.redaction import redact
 
 Advance = Callable[[int, int], None]
 """``advance(nbytes, files)``: moves the progress display (bytes may be negative: a restart)."""
 
 
-class _LineProgress:
-    """Progress lines on stderr every ``every_s`` seconds (when not on a terminal).
-
-    Args:
-        verb: "uploaded" or "downloaded".
-        total_files: Files to copy.
-        total_bytes: Bytes to copy.
-        every_s: Seconds between lines.
-    """
-
-    def __init__(self, verb: str, total_files: int, total_bytes: int, every_s: float) -> None:
-        self.verb, self.total_files, self.total_bytes = verb, total_files, total_bytes
-        self.every_s = every_s
-        self.files = self.nbytes = 0
-        self.start = self.last = time.perf_counter()
-        self.lock = threading.Lock()
-
-    def advance(self, nbytes: int = 0, files: int = 0) -> None:
-        """Counts bytes and finished files; prints a line when one is due."""
-        with self.lock:
-            self.nbytes += nbytes
-            self.files += files
-            now = time.perf_counter()
-            if now - self.last >= self.every_s and self.files < self.total_files:
-                self.last = now
-                rate = self.nbytes / 1e6 / (now - self.start)
-                line = (
-                    f"{self.verb} {self.files}/{self.total_files} files, "
-                    f"{self.nbytes / 1e6:.1f}/{self.total_bytes / 1e6:.1f} MB, {rate:.1f} MB/s"
-                )
-                print(redact(line), file=sys.stderr, flush=True)
+def _print_line(line: str) -> None:
+    print(redact(line), file=sys.stderr, flush=True)
 
 
 @contextmanager
@@ -68,34 +40,27 @@ def transfer_progress(
     Yields:
         ``advance(nbytes, files)``, to call as bytes arrive and files finish (thread-safe).
     """
-    if not show:
-        yield lambda nbytes, files: None
-        return
-    if not sys.stderr.isatty():
-        lines = _LineProgress(verb, total_files, total_bytes, every_s)
-        yield lines.advance
-        return
-    from rich import progress as rp
-    from rich.console import Console
-
-    bar = rp.Progress(
-        rp.TextColumn(verb),
-        rp.BarColumn(),
-        rp.DownloadColumn(),
-        rp.TransferSpeedColumn(),
-        rp.TextColumn(f"{{task.fields[files]}}/{total_files} files"),
-        rp.TimeRemainingColumn(),
-        console=Console(stderr=True),
-        transient=True,
+    reporter = ProgressReporter(
+        verb, total_bytes, every_s, show, bytes_bar=True, emit=_print_line, stderr=True
     )
-    task = bar.add_task(verb, total=total_bytes, files=0)
-    counted = [0]
+    done = {"bytes": 0, "files": 0}
     lock = threading.Lock()
 
     def advance(nbytes: int, files: int) -> None:
         with lock:
-            counted[0] += files
-            bar.update(task, advance=nbytes, files=counted[0])
+            done["bytes"] += nbytes
+            done["files"] += files
+            copied, finished = done["bytes"], done["files"]
+            reporter.advance(copied)
+            # lines only while files remain (the summary line follows); the bar always
+            if (reporter.on_terminal or finished < total_files) and reporter.due():
+                rate = copied / 1e6 / max(reporter.elapsed, 1e-9)
+                reporter.show(
+                    copied,
+                    f"{finished}/{total_files} files",
+                    f"{verb} {finished}/{total_files} files, "
+                    f"{copied / 1e6:.1f}/{total_bytes / 1e6:.1f} MB, {rate:.1f} MB/s",
+                )
 
-    with bar:
+    with reporter:
         yield advance
