@@ -17,7 +17,7 @@ What training does on the device, after the uint8 batch crossed PCIe
 per-tile standardisation), is measured apart, on the CPU here (a GPU does it in microseconds).
 The alternative, the host path, runs the same ``TrainingInput`` on the host in the feed's
 thread and hands over float32 batches: four times the image bytes over PCIe, and the
-augmentation's CPU time on top of the sampler's. ``tests/test_feed.py`` checks that both paths
+augmentation's CPU time on top of the sampler's. ``tests/training/test_feed.py`` checks that both paths
 give the same batches.
 
 Everything runs in this one process pinned to one core (``os.sched_setaffinity``, one torch

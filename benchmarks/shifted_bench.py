@@ -20,7 +20,7 @@ variant at a time (``--variants a,b``); a variant named again is trained afresh,
 kept scratch folder (``--keep``).
 
 The table's world is seed 0, the world the defaults were chosen on; ``--seed 1`` (the
-world ``tests/test_outcome.py`` trains on) writes its own results folder, ``shifted_seed1``.
+world ``tests/outcome/test_outcome.py`` trains on) writes its own results folder, ``shifted_seed1``.
 
 Usage: python benchmarks/shifted_bench.py [--variants NAME,...] [--seed N] [--quick] [--out DIR]
 """

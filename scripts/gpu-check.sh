@@ -23,7 +23,7 @@ export PYTHONUNBUFFERED=1
 
 echo "== cuda tests"
 # -m cuda selects them; a skipped one fails this check (the GPU is there, so none may skip)
-"$PYTHON" -m pytest -m cuda -ra -q tests/test_cuda.py 2>&1 | tee "$OUT/cuda-tests.txt"
+"$PYTHON" -m pytest -m cuda -ra -q tests/parallel/test_cuda.py 2>&1 | tee "$OUT/cuda-tests.txt"
 if grep -q "skipped" "$OUT/cuda-tests.txt"; then
     echo "error: cuda tests were skipped on a GPU machine" >&2
     exit 1

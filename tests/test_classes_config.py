@@ -8,6 +8,8 @@ from landcover.classes import IGNORE_INDEX, PRESETS, resolve_mapping
 from landcover.config import load_config
 from landcover.errors import ConfigError
 
+from conftest import REPO
+
 
 def test_chesapeake7_maps_codes_and_ignores_nodata() -> None:
     mapping = resolve_mapping("chesapeake7")
@@ -105,7 +107,7 @@ def test_invalid_values_give_one_line_errors(sets: list[str], needle: str) -> No
 
 
 def test_shipped_configs_validate() -> None:
-    root = Path(__file__).resolve().parents[1] / "configs"
+    root = REPO / "configs"
     files = sorted(root.glob("*.yaml"))
     assert files
     for path in files:

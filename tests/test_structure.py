@@ -10,7 +10,9 @@ import ast
 import re
 from pathlib import Path
 
-PACKAGE = Path(__file__).resolve().parents[1] / "landcover"
+from conftest import REPO
+
+PACKAGE = REPO / "landcover"
 LARGEST = 400
 ENGINE_TEST = re.compile(
     r"""engine\s*(?:==|!=)|(?:==|!=)\s*["'](?:torch|horovod)["']|["'](?:torch|horovod)["']\s*(?:==|!=)"""

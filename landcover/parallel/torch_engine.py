@@ -100,7 +100,7 @@ def init_process_group(
     )
     # Under an elastic agent the keys of a failed attempt linger in the agent's store: a
     # restarted group would read a dead worker's Gloo address and could not connect
-    # (tests/test_scale_out.py and test_predict_job.py kill a worker and see it). So each
+    # (tests/parallel/test_scale_out.py and tests/mapping/test_predict_job.py kill a worker and see it). So each
     # attempt gets its own key prefix, as torch's elastic launcher once did itself.
     attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0") if agent else "0"
     store = dist.PrefixStore(f"landcover/attempt_{attempt}", tcp)

@@ -11,7 +11,7 @@ downloads in place, under one name per path, and each process trusts its own sna
 metadata file for ``cache_check`` seconds; so processes sharing a folder tear each other's
 copies (two readers of one tile at once), and a reader killed while refreshing a copy leaves
 a partial file that the metadata, whose ETag still matches, serves to every later reader.
-``tests/test_storage.py`` shows the second; ``benchmarks/storage_bench.py`` counts the torn
+``tests/storage/test_storage.py`` shows the second; ``benchmarks/storage_bench.py`` counts the torn
 reads of the first (and times both caches).
 """
 

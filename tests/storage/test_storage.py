@@ -46,6 +46,8 @@ from landcover.storage import (
 )
 from landcover.storage.retry import RetryPolicy
 
+from conftest import REPO
+
 CREDENTIAL_NAMES = (
     "AZURE_STORAGE_CONNECTION_STRING",
     "AZURE_STORAGE_ACCOUNT_NAME",
@@ -426,7 +428,7 @@ def _reader(*args: str) -> subprocess.Popen:
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         text=True,
-        cwd=Path(__file__).resolve().parents[1],
+        cwd=REPO,
     )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc

@@ -18,9 +18,9 @@ from landcover.data.raster import read_pair
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 
-from conftest import assert_one_line_error, run_cli
+from conftest import REPO, assert_one_line_error, run_cli
 
-REALDATA = Path(__file__).resolve().parents[1].parent / "shared" / "realdata"
+REALDATA = REPO.parent / "shared" / "realdata"
 ALBERS_LABEL = REALDATA / "Baywide_7class_20132014_E1300000_N1770000.tif"
 UTM17 = "EPSG:26917"  # West Virginia
 UTM18 = "EPSG:26918"

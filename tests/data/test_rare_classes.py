@@ -23,7 +23,7 @@ from landcover.data.sampler import RANDOM, PatchSampler, epoch_rng
 from landcover.training.autostats import resolve_auto
 from landcover.training.losses import SegmentationLoss, frequency_weights
 
-from conftest import run_cli, train_args
+from conftest import REPO, run_cli, train_args
 
 K = 4
 EPS = 1e-7
@@ -386,7 +386,7 @@ def test_shipped_configs_turn_on_the_shift_and_rarity_defaults(name: str) -> Non
     """Both shipped configs carry what the shifted world chose (docs/guide/training.md:
     "Against shift between flights"); the pydantic defaults stay off so older configs and
     checkpoints mean what they meant."""
-    config = load_config(Path(__file__).parents[1] / "configs" / name)
+    config = load_config(REPO / "configs" / name)
     assert config.data.normalize == "per_tile"
     assert config.data.photometric == 0.8 and config.data.class_balance == 0.5
     assert config.data.oversample_rare == 0.0

@@ -106,7 +106,7 @@ def test_node_layout() -> None:
 
 
 def test_cluster_json_in_repo_is_valid() -> None:
-    spec = load_cluster(Path(__file__).resolve().parents[1] / "cluster.json")
+    spec = load_cluster(REPO / "cluster.json")
     assert spec.target_node_count >= 1 and spec.vm.gpus >= 1
 
 

@@ -1,0 +1,71 @@
+"""Dealing tiles (landcover.mapping.deal), in process: each tile claimed exactly once.
+
+The board runs against a real c10d TCPStore on loopback (the store a torch job's workers
+share), with threads standing in for workers; the expected claims are simply 0..N-1.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+
+import pytest
+from torch.distributed import TCPStore
+
+from landcover.mapping.deal import TileBoard
+
+
+@pytest.fixture
+def store() -> TCPStore:
+    return TCPStore("127.0.0.1", 0, 1, True, wait_for_workers=False)
+
+
+def _claim_all(board: TileBoard, claimed: list[int]) -> None:
+    while (index := board.claim()) is not None:
+        claimed.append(index)
+        board.finish("done", cost=10, pixels=100)
+
+
+@pytest.mark.parametrize("shared", [True, False], ids=["store", "in-process"])
+def test_every_tile_is_claimed_exactly_once_by_concurrent_workers(shared: bool, store) -> None:
+    total = 57
+    # four workers, each with its own board over the one store (as each rank has)
+    boards = [TileBoard(total, store if shared else None) for _ in range(4 if shared else 1)]
+    claims: list[list[int]] = [[] for _ in boards]
+    threads = [
+        threading.Thread(target=_claim_all, args=(board, mine))
+        for board, mine in zip(boards, claims, strict=True)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    every = [index for mine in claims for index in mine]
+    assert Counter(every) == Counter(range(total))
+    counts = boards[0].counts()
+    assert (counts.claimed, counts.done, counts.finished) == (total, total, total)
+    assert (counts.cost_done, counts.cost_finished, counts.pixels_done) == (570, 570, 5700)
+    assert not counts.stopped
+
+
+def test_a_stop_on_one_board_ends_the_claims_on_every_board(store) -> None:
+    first, second = TileBoard(10, store), TileBoard(10, store)
+    assert first.claim() == 0
+    assert second.claim() == 1
+    first.finish("failed", cost=3)
+    second.stop()
+    assert first.claim() is None and second.claim() is None
+    counts = first.counts()
+    assert counts.stopped
+    assert (counts.claimed, counts.failed, counts.done, counts.cost_finished) == (2, 1, 0, 3)
+
+
+def test_skipped_tiles_count_as_finished_but_not_as_predicted_pixels() -> None:
+    board = TileBoard(3)
+    for status in ("skipped", "done", "failed"):
+        assert board.claim() is not None
+        board.finish(status, cost=7, pixels=49)
+    assert board.claim() is None
+    counts = board.counts()
+    assert (counts.done, counts.skipped, counts.failed, counts.finished) == (1, 1, 1, 3)
+    assert (counts.cost_done, counts.cost_finished, counts.pixels_done) == (7, 21, 49)
