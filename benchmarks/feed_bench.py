@@ -101,18 +101,18 @@ def make_tiles(cfg: DataConfig, count: int, size: int) -> list[TileArrays]:
     return tiles
 
 
-def resolve_band_stats(cfg: DataConfig, tiles: list[TileArrays]) -> None:
-    """Replaces ``auto`` band statistics by the tiles' own (as training does), in place."""
+def resolve_band_stats(cfg: DataConfig, tiles: list[TileArrays]) -> DataConfig:
+    """``cfg`` with ``auto`` band statistics replaced by the tiles' own (as training does)."""
     sums = BandSums.empty(tiles[0].image.shape[-1])
     for tile in tiles:
         sums.add(tile.image, tile.nodata)
     stats = sums.stats()
     if stats is None:
         raise ValueError("the synthetic tiles hold no valid pixel")
-    if cfg.mean == "auto":
-        cfg.mean = stats.mean
+    changes = {"mean": stats.mean} if cfg.mean == "auto" else {}
     if cfg.std == "auto":
-        cfg.std = stats.std
+        changes["std"] = stats.std
+    return cfg.replace(**changes)
 
 
 def _count(step: Callable[[], int], seconds: float) -> tuple[int, float, float]:
@@ -230,7 +230,7 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
     start = time.perf_counter()
     tiles = make_tiles(cfg, count, size)
     synth_s = time.perf_counter() - start
-    resolve_band_stats(cfg, tiles)
+    cfg = resolve_band_stats(cfg, tiles)
 
     def sampler_with(augment: bool) -> PatchSampler:
         return PatchSampler(

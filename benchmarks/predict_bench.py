@@ -85,8 +85,8 @@ def make_checkpoint(config_file: Path, folder: Path) -> Path:
     """A checkpoint of the config's model with random weights (seed 0)."""
     config = load_config(config_file, {"run.device": "cpu"})
     if config.data.stats_auto:  # an untrained model: any normalisation times the same
-        config.data.mean = [0.5] * len(config.data.bands)
-        config.data.std = [0.25] * len(config.data.bands)
+        n = len(config.data.bands)
+        config = config.replace(data=config.data.replace(mean=[0.5] * n, std=[0.25] * n))
     torch.manual_seed(0)
     model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
     path = folder / f"{config_file.stem}.pt"

@@ -101,22 +101,25 @@ class Clock:
         return sum(self.intervals)
 
 
-def measure_band_stats(config: Config, folder: Path) -> None:
-    """Replaces ``data.mean/std: auto`` by the numbers of the benchmark's tiles (untimed).
+def measure_band_stats(config: Config, folder: Path) -> Config:
+    """The configuration with ``data.mean/std: auto`` replaced by the tiles' numbers (untimed).
 
     Args:
-        config: The benchmark configuration (changed in place).
+        config: The benchmark configuration (unchanged).
         folder: The tile pairs.
+
+    Returns:
+        The configuration to train with.
     """
     from landcover.data.pairs import discover_pairs
     from landcover.data.stats import measure_pairs
 
     data = config.data
     if not data.stats_auto:
-        return
+        return config
     pairs = discover_pairs(str(folder), data.image_suffix, data.label_suffix)
     stats = measure_pairs(pairs, data.classes, len(data.bands)).stats
-    data.mean, data.std = stats.mean(), stats.std()
+    return config.replace(data=data.replace(mean=stats.mean(), std=stats.std()))
 
 
 def run_steps(step: Callable[[], Any], clock: Clock | None, count: int = 0) -> None:
@@ -381,7 +384,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
     config = bench_config()
     batch, patch = config.optim.batch_size, config.data.patch_size
     folder = bench_data(tiles, size)
-    measure_band_stats(config, folder)
+    config = measure_band_stats(config, folder)
 
     ours = OursLoop(config, folder)
     bare = BareLoop(config)

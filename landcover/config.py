@@ -39,8 +39,7 @@ class _Section(BaseModel):
     (measured statistics, the worker count) make a new configuration (:meth:`replace`).
     """
 
-    # not frozen=True yet: benchmarks/{feed,predict,train}_bench.py still set data.mean/std
-    model_config = ConfigDict(extra="forbid", validate_assignment=True)
+    model_config = ConfigDict(extra="forbid", frozen=True)
 
     def replace(self: SectionT, **changes: Any) -> SectionT:
         """A copy with some keys changed, validated like a loaded one; this one is unchanged.

@@ -27,8 +27,12 @@ from rio_cogeo.cogeo import cog_validate
 
 from landcover import storage
 from landcover.classes import resolve_mapping
+from landcover.config import RunConfig
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
+from landcover.inference.options import PredictOptions
+from landcover.mapping.job import run_predict_job
+from landcover.mapping.spec import JobOptions, JobOutcome
 from landcover.mapping.tiles import measure_tiles, resolve_tiles
 
 from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log
@@ -86,6 +90,21 @@ def region(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def predict(*args: str, env: dict | None = None, timeout: float = 600):
     return run_cli("predict", *args, timeout=timeout, env=env)
+
+
+def predict_here(
+    inputs: Path | str, checkpoint: Path, out: Path, overwrite: bool = False, **options
+) -> JobOutcome:
+    """``landcover predict INPUTS --checkpoint C --out O`` with one worker, in this process
+    (the job's own entry point, as the CLI calls it; options as in :class:`PredictOptions`)."""
+    return run_predict_job(
+        [str(inputs)],
+        str(checkpoint),
+        PredictOptions(str(out), **options),
+        JobOptions(overwrite=overwrite),
+        "cpu",
+        RunConfig(),
+    )
 
 
 @pytest.fixture(scope="module")
@@ -403,18 +422,16 @@ def test_stac_items_validate_offline(runs: dict) -> None:
         set_validator(JsonSchemaSTACValidator())
 
 
-@pytest.mark.slow
 def test_no_probs_writes_the_class_maps_alone(
     runs: dict, region: Path, checkpoint: Path, tmp_path: Path
 ) -> None:
-    """``--no-probs``: the same class maps as a full run (tiles predicted on their own grid and
-    on a working grid alike), no probability map, VRT or STAC asset, and a rerun that keeps
-    the class maps as complete; a later run that wants probabilities predicts again, and one
-    without them removes the probabilities that no longer fit."""
+    """``--no-probs`` (in process): the same class maps as a full run (tiles predicted on their
+    own grid and on a working grid alike), no probability map, VRT or STAC asset, and a rerun
+    that keeps the class maps as complete; a later run that wants probabilities predicts
+    again, and one without them removes the probabilities that no longer fit."""
     out = tmp_path / "classes"
-    base = ["--checkpoint", str(checkpoint), "--out", str(out)]
-    result = predict(str(region), *base, "--no-probs")
-    assert result.returncode == 0, result.stderr
+    outcome = predict_here(region, checkpoint, out, probs=False)
+    assert (outcome.done, outcome.failed) == (len(REGION), 0)
     full = runs[1][0]
     for name, *_ in REGION:
         np.testing.assert_array_equal(
@@ -427,16 +444,15 @@ def test_no_probs_writes_the_class_maps_alone(
     assert len(items) == len(REGION)
     assert all(set(item["assets"]) == {"class", "preview", "stats"} for item in items)
 
-    result = predict(str(region), *base, "--no-probs")
-    assert result.returncode == 0, result.stderr
+    predict_here(region, checkpoint, out, probs=False)
     assert tiles_by_status(out) == {"skipped": {f"{n}_naip.tif" for n, *_ in REGION}}
-    one = str(region / "a1_naip.tif")
-    assert predict(one, *base).returncode == 0
+    one = region / "a1_naip.tif"
+    predict_here(one, checkpoint, out)
     assert tiles_by_status(out) == {"done": {"a1_naip.tif"}}
     np.testing.assert_array_equal(read(out / "a1_naip_prob.tif"), read(full / "a1_naip_prob.tif"))
     assert (out / "mosaic_prob.vrt").is_file()
     # predicted again without probabilities: the earlier ones no longer fit, and go
-    assert predict(one, *base, "--no-probs", "--overwrite").returncode == 0
+    predict_here(one, checkpoint, out, overwrite=True, probs=False)
     assert not (out / "a1_naip_prob.tif").exists() and not (out / "mosaic_prob.vrt").exists()
     assert summary(out)["job"]["probabilities"] is False
 
@@ -444,33 +460,34 @@ def test_no_probs_writes_the_class_maps_alone(
 # --- resuming ----------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
 def test_rerun_predicts_only_incomplete_tiles(
-    runs: dict, region: Path, checkpoint: Path, tmp_path: Path
+    runs: dict, region: Path, checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
 ) -> None:
+    """A job run again (in process) predicts only the tiles whose outputs are incomplete or
+    were made with options that change pixels; ``--overwrite`` predicts them all again."""
     out = tmp_path / "maps"
     shutil.copytree(runs[1][0], out)
     (out / "a2_naip_prob.tif").unlink()
     (out / "a3_naip_preview.png").unlink()
     cut = out / "a4_naip_class.tif"  # a copy that stopped half way
     cut.write_bytes(cut.read_bytes()[: cut.stat().st_size // 2])
-    base = ["--checkpoint", str(checkpoint), "--out", str(out)]
-    result = predict(str(region), *base)
-    assert result.returncode == 0, result.stderr
+    capsys.readouterr()
+    outcome = predict_here(region, checkpoint, out)
     statuses = tiles_by_status(out)
     assert statuses["done"] == {"a2_naip.tif", "a3_naip.tif", "a4_naip.tif"}
     assert len(statuses["skipped"]) == len(REGION) - 3
-    assert "a4_naip.tif: predicting it again (class map: " in result.stderr
+    assert (outcome.done, outcome.skipped) == (3, len(REGION) - 3)
+    assert "a4_naip.tif: predicting it again (class map: " in capsys.readouterr().err
     assert cog_validate(str(cut))[0]
 
     # maps made with other options that change pixels are not complete for this job
-    one = str(region / "b1_naip.tif")
-    assert predict(one, *base, "--overlap", "8").returncode == 0
+    one = region / "b1_naip.tif"
+    predict_here(one, checkpoint, out, overlap=8)
     assert tiles_by_status(out) == {"done": {"b1_naip.tif"}}
-    assert predict(one, *base, "--overlap", "8").returncode == 0
+    predict_here(one, checkpoint, out, overlap=8)
     assert tiles_by_status(out) == {"skipped": {"b1_naip.tif"}}
     # --overwrite predicts complete tiles again
-    assert predict(one, *base, "--overlap", "8", "--overwrite").returncode == 0
+    predict_here(one, checkpoint, out, overwrite=True, overlap=8)
     assert tiles_by_status(out) == {"done": {"b1_naip.tif"}}
 
 

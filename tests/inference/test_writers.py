@@ -1,0 +1,91 @@
+"""The map writer (landcover.inference.writers), in process: strips in, COGs out.
+
+The expected maps are built here with numpy (arg-max with the first index on ties, round half
+to even of p x 255, no-data where the input has none) and read back through rasterio.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import rasterio
+import torch
+from affine import Affine
+from rio_cogeo.cogeo import cog_validate
+
+from landcover.classes import resolve_mapping
+from landcover.inference.writers import EncodedStrip, MapWriter, encode_probs
+
+HEIGHT, WIDTH = 700, 600  # more than two 256 px blocks each way, and an odd overview
+
+
+def _source(path: Path) -> Path:
+    with rasterio.open(
+        path, "w", driver="GTiff", height=HEIGHT, width=WIDTH, count=4, dtype="uint8",
+        crs="EPSG:26918", transform=Affine(1.0, 0, 400000, 0, -1.0, 4300000), nodata=0,
+    ) as ds:  # fmt: skip
+        ds.write(np.full((4, HEIGHT, WIDTH), 90, dtype=np.uint8))
+    return path
+
+
+def test_strips_become_cogs_equal_to_numpy_maps(tmp_path: Path) -> None:
+    mapping = resolve_mapping("chesapeake7")
+    k = mapping.num_classes
+    rng = np.random.default_rng(0)
+    probs = rng.dirichlet(np.ones(k), size=(HEIGHT, WIDTH)).transpose(2, 0, 1).astype(np.float32)
+    probs[:, :5, :] = 1.0 / k  # ties: the first class wins
+    valid = np.ones((HEIGHT, WIDTH), dtype=bool)
+    valid[600:, 500:] = False  # a corner without image data
+
+    expected_classes = np.argmax(probs, axis=0).astype(np.uint8)
+    expected_classes[~valid] = 255
+    expected_probs = np.round(probs * np.float32(255)).astype(np.uint8)  # in float32, as stored
+    expected_probs[:, ~valid] = 0
+
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with rasterio.open(_source(tmp_path / "in.tif")) as src:
+        writer = MapWriter(src, mapping, scratch, "uint8", tags={"RUN": "t"})
+        for row in range(0, HEIGHT, 128):  # strips of 128 rows, the last one shorter
+            part = torch.from_numpy(probs[:, row : row + 128].copy())
+            classes, stored = encode_probs(part, "uint8", overwrite=True)
+            writer.write(EncodedStrip(row, classes, stored, valid[row : row + 128].copy()))
+        writer.publish(tmp_path / "class.tif", tmp_path / "prob.tif")
+        grid = (src.crs, src.transform)
+
+    for name in ("class.tif", "prob.tif"):
+        assert cog_validate(str(tmp_path / name))[0], name
+    with rasterio.open(tmp_path / "class.tif") as ds:
+        assert (ds.crs, ds.transform) == grid
+        assert ds.nodata == 255 and ds.tags()["RUN"] == "t"
+        assert ds.overviews(1)  # a pyramid for a reader zoomed out
+        np.testing.assert_array_equal(ds.read(1), expected_classes)
+    with rasterio.open(tmp_path / "prob.tif") as ds:
+        assert ds.count == k and ds.tags()["PROBABILITY_SCALE"] == "255"
+        assert [ds.descriptions[i] for i in range(k)] == mapping.names
+        np.testing.assert_array_equal(ds.read(), expected_probs)
+        assert ds.overviews(1)
+    # the histogram counts what was written, no-data included
+    counts = np.bincount(expected_classes.ravel(), minlength=256)
+    np.testing.assert_array_equal(writer.histogram, counts)
+    assert not list(tmp_path.glob("*.tmp*"))  # nothing half-written left beside the maps
+
+
+def test_no_probs_writes_the_class_map_alone(tmp_path: Path) -> None:
+    mapping = resolve_mapping("chesapeake7")
+    k = mapping.num_classes
+    logits = torch.randn(k, HEIGHT, WIDTH, generator=torch.Generator().manual_seed(1))
+    classes, stored = encode_probs(logits.softmax(0), None)
+    assert stored is None
+    np.testing.assert_array_equal(classes, logits.argmax(0).numpy())
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with rasterio.open(_source(tmp_path / "in.tif")) as src:
+        writer = MapWriter(src, mapping, scratch, None)
+        valid = np.ones((HEIGHT, WIDTH), dtype=bool)
+        writer.write(EncodedStrip(0, classes.copy(), None, valid))
+        writer.publish(tmp_path / "class.tif", None)
+    with rasterio.open(tmp_path / "class.tif") as ds:
+        np.testing.assert_array_equal(ds.read(1), classes)
+    assert sorted(p.name for p in tmp_path.glob("*.tif")) == ["class.tif", "in.tif"]
