@@ -158,29 +158,42 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     return errors[0]
 
 
+def train_here(config: Path, data: Path, out: Path, epochs: int, samples: int) -> Path:
+    """``landcover train --config C --data D --out O --workers 1`` in this process.
+
+    The launcher's own entry point, as the CLI calls it for one worker; torch's thread count
+    is put back afterwards (the worker sets it to every core).
+
+    Returns:
+        The run folder.
+    """
+    import torch
+
+    from landcover.config import load_config
+    from landcover.training.launcher import train_main
+
+    flags = {
+        "data.root": str(data),
+        "run.out": str(out),
+        "optim.epochs": epochs,
+        "optim.samples_per_epoch": samples,
+        "run.workers": 1,
+    }
+    threads = torch.get_num_threads()
+    try:
+        train_main(load_config(config, flags))
+    finally:
+        torch.set_num_threads(threads)
+    return out
+
+
 @pytest.fixture(scope="session")
 def trained_run(
     tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
 ) -> Path:
     """A run folder with a tiny model trained on the tiny data (about 85 % pixel accuracy)."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    result = run_cli(
-        "train",
-        "--config",
-        str(tiny_config),
-        "--data",
-        str(tiny_data),
-        "--out",
-        str(run),
-        "--epochs",
-        "8",
-        "--samples-per-epoch",
-        "128",
-        "--workers",
-        "1",
-    )
-    assert result.returncode == 0, result.stderr
-    return run
+    return train_here(tiny_config, tiny_data, run, epochs=8, samples=128)
 
 
 @pytest.fixture(scope="session")
@@ -189,10 +202,7 @@ def quick_checkpoint(
 ) -> Path:
     """A checkpoint of one short epoch, for tests that need a valid model, not a good one."""
     run = tmp_path_factory.mktemp("quick") / "run"
-    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--samples-per-epoch", "32")
-    result = run_cli(*args, "--workers", "1", timeout=600)
-    assert result.returncode == 0, result.stderr
-    return run / "checkpoints" / "last.pt"
+    return train_here(tiny_config, tiny_data, run, epochs=1, samples=32) / "checkpoints" / "last.pt"
 
 
 @pytest.fixture(scope="session")

@@ -5,6 +5,10 @@ learns a class; these tests look at the result instead. Training runs through th
 with ``configs/cpu.yaml`` (the demo's config) on freshly generated synthetic tiles, then
 ``landcover predict`` maps tiles generated with another seed, and per-class IoU is computed
 here with numpy from the class maps and the label files, independently of landcover's metrics.
+
+Each check trains for about 15 minutes on 2 cores, so they are marked ``outcome`` and run as
+their own step (``bash scripts/test.sh -m outcome``; CI runs it after the suite), not in the
+default ``pytest`` run.
 """
 
 from pathlib import Path
@@ -69,7 +73,7 @@ def _predict(checkpoint: Path, tiles: Path, maps: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.outcome
 @pytest.mark.timeout(2400)
 def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
     train_data = tmp_path / "train"
@@ -101,7 +105,7 @@ def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
 SHIFTED_MIN_MIOU = {"test": 0.75, "reflown": 0.8}
 
 
-@pytest.mark.slow
+@pytest.mark.outcome
 @pytest.mark.timeout(2400)
 def test_cpu_defaults_hold_across_flights_and_learn_the_rare_class(tmp_path: Path) -> None:
     """The README's CPU command on the shifted world: every class, the rare buildings included,
