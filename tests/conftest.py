@@ -51,10 +51,85 @@ def train_args(config: Path, data: Path, out: Path, *extra: str) -> list[str]:
     return ["train", "--config", str(config), "--data", str(data), "--out", str(out), *extra]
 
 
+# Commands run_cli runs in this process (the CLI's own main, no interpreter start): those of
+# one process. Launching workers or nodes, another environment, torch.compile, blob transfers
+# and LANDCOVER_TEST_SUBPROCESS=1 keep a real subprocess.
+_HERE = {("predict",), ("evaluate",), ("train",), ("data", "stats"), ("data", "check")}
+_HERE |= {("data", "prepare"), ("data", "synth"), ("cluster", "plan")}
+_NOT_HERE = ("--nnodes", "--engine", "--compile", "--rdzv-endpoint", "--node-rank")
+
+
+def _runs_here(args: tuple[str, ...], env: dict | None) -> bool:
+    """Whether ``landcover ARGS`` is a one-process command run_cli may run in this process."""
+    if env or os.environ.get("LANDCOVER_TEST_SUBPROCESS") or not args:
+        return False
+    if tuple(args[:1]) not in _HERE and tuple(args[:2]) not in _HERE:
+        return False
+    if any(a in _NOT_HERE or a.startswith(_NOT_HERE) for a in args):
+        return False
+    workers = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--workers"]
+    if args[0] == "train":  # a config file may ask for more workers: only an explicit 1
+        return workers == ["1"]
+    return all(w == "1" for w in workers)
+
+
+def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
+    """Runs ``landcover ARGS`` through the CLI's own ``main`` in this process.
+
+    The exit code, stdout and stderr are those the command would give as a process: ``main``'s
+    ``SystemExit`` code, and an uncaught exception's traceback on stderr with code 1 (as
+    Python prints it). The working folder, environment, argv, torch's thread count and the
+    signal handlers are put back afterwards.
+    """
+    import contextlib
+    import io
+    import signal
+    import traceback
+
+    import torch
+
+    from landcover import cli
+
+    out, err = io.StringIO(), io.StringIO()
+    saved = (os.getcwd(), dict(os.environ), list(sys.argv), torch.get_num_threads())
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    code = 0
+    try:
+        os.chdir(REPO)
+        os.environ["PYTHONUNBUFFERED"] = "1"
+        sys.argv = ["landcover", *args]
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                cli.main()
+            except SystemExit as exc:
+                if isinstance(exc.code, str):
+                    print(exc.code, file=sys.stderr)
+                code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+            except BaseException:  # what Python prints for an uncaught exception
+                traceback.print_exc()
+                code = 1
+    finally:
+        os.chdir(saved[0])
+        os.environ.clear()
+        os.environ.update(saved[1])
+        sys.argv = saved[2]
+        torch.set_num_threads(saved[3])
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(["landcover", *args], code, out.getvalue(), err.getvalue())
+
+
 def run_cli(
     *args: str, timeout: float = 300, env: dict | None = None
 ) -> subprocess.CompletedProcess:
-    """Runs ``python -m landcover ARGS`` as a real subprocess and captures its output."""
+    """Runs ``landcover ARGS`` and captures its exit code and output.
+
+    A command of one process runs through the CLI's ``main`` in this process (no interpreter
+    and torch start, see :func:`_runs_here`); any other as a real ``python -m landcover``
+    subprocess.
+    """
+    if _runs_here(args, env):
+        return _run_here(args)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     return subprocess.run(
         [sys.executable, "-m", "landcover", *args],
