@@ -28,7 +28,7 @@ feed's thread and the consumer together), so another job time-sliced onto the sa
 not count against the feed; the wall-clock rate is in its own column. The figure of merit is
 the headroom: host feed patches/s on one core x 12 cores per GPU (an ND H100 v5 node has 96
 cores for 8 GPUs) over the cost model's samples/s of the default model on one H100 SXM in bf16
-(:func:`~landcover.cluster.costmodel.sample_seconds`, about 1,800/s). Goal: at least 2.
+(:func:`~landcover.cluster.gpus.sample_seconds`, about 1,800/s). Goal: at least 2.
 
 Whether D4 should move to the device too: the sampler with and without D4 (alternating rounds)
 gives D4's share of the sampler's time, and a second measurement splits D4's cost between the
@@ -58,7 +58,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, Goal, write_results
 
-from landcover.cluster.costmodel import sample_seconds
+from landcover.cluster.gpus import sample_seconds
 from landcover.config import DataConfig, load_config
 from landcover.data.augment import D4, write_transformed
 from landcover.data.normalize import BandSums

@@ -49,6 +49,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, Goal, write_results
 
 from landcover.cluster import costmodel as cm
+from landcover.cluster import gpus
 from landcover.cluster.vmsizes import VM_SIZES, VmSize
 
 PART = "model"
@@ -97,7 +98,7 @@ def default_model() -> nn.Module:
     return build_model(config.model, len(config.data.bands), config.data.classes.num_classes)
 
 
-def model_cost(model: nn.Module, name: str, bands: int = 4, patch: int = 256) -> cm.ModelCost:
+def model_cost(model: nn.Module, name: str, bands: int = 4, patch: int = 256) -> gpus.ModelCost:
     """Counts a model's trainable parameters and training FLOPs per sample.
 
     FLOPs of forward + backward, counted with ``torch.utils.flop_counter`` on a meta-device
@@ -119,7 +120,7 @@ def model_cost(model: nn.Module, name: str, bands: int = 4, patch: int = 256) ->
     x = torch.empty(2, bands, patch, patch, device="meta")
     with FlopCounterMode(display=False) as counter:
         meta(x).float().mean().backward()
-    return cm.ModelCost(name, params, counter.get_total_flops() / 2 / 1e9, patch)
+    return gpus.ModelCost(name, params, counter.get_total_flops() / 2 / 1e9, patch)
 
 
 class _ConvBn(nn.Sequential):
@@ -175,9 +176,9 @@ class OriginalModel(nn.Module):
         return torch.relu(self.head(o1))
 
 
-def original_model_cost() -> cm.ModelCost:
+def original_model_cost() -> gpus.ModelCost:
     """Counts the replica of the original model (parameters, training FLOPs at 256 px)."""
-    return model_cost(OriginalModel(), cm.ORIGINAL_MODEL.name)
+    return model_cost(OriginalModel(), gpus.ORIGINAL_MODEL.name)
 
 
 def measure_step_here(model: nn.Module, batch: int = 2) -> dict[str, Any]:
@@ -258,7 +259,7 @@ def measured_step(scaling: dict[str, Any] | None, model: nn.Module) -> dict[str,
 
 
 def gpu_key(device_name: str) -> str | None:
-    """The :data:`costmodel.GPU_SPEEDS` key for a CUDA device name, if there is one."""
+    """The :data:`gpus.GPU_SPEEDS` key for a CUDA device name, if there is one."""
     name = device_name.upper()
     for needle, key in (
         ("H200", "NVIDIA H200 SXM"),
@@ -299,13 +300,13 @@ def measured_gpu_sample_s(scaling: dict[str, Any] | None) -> tuple[str, float, s
 
 
 def scenarios(
-    model: cm.ModelCost,
-    original: cm.ModelCost,
+    model: gpus.ModelCost,
+    original: gpus.ModelCost,
     cpu_step: dict[str, Any],
     gpu_measured: tuple[str, float, str] | None,
 ) -> list[Scenario]:
     """The curves: InfiniBand and Ethernet VM sizes, the hindcast, this machine."""
-    run = cm.ORIGINAL_RUN
+    run = gpus.ORIGINAL_RUN
     found: list[Scenario] = []
     for key, name, style, colour in (
         ("nd-h100-v5", "standard_nd96isr_h100_v5", "-", "C0"),
@@ -313,9 +314,9 @@ def scenarios(
         ("nc-a100-v4", "standard_nc96ads_a100_v4", "-", "C3"),
     ):
         vm = VM_SIZES[name]
-        fabric = cm.fabric_for(vm)
-        sample_s = model.train_gflop / (cm.gpu_speed(vm.gpu_model).tflops * 1000)
-        source = f"reference: {vm.gpu_model} ({cm.gpu_speed(vm.gpu_model).source})"
+        fabric = gpus.fabric_for(vm)
+        sample_s = model.train_gflop / (gpus.gpu_speed(vm.gpu_model).tflops * 1000)
+        source = f"reference: {vm.gpu_model} ({gpus.gpu_speed(vm.gpu_model).source})"
         if gpu_measured is not None and gpu_measured[0] == vm.gpu_model:
             sample_s, source = gpu_measured[1], gpu_measured[2]
         workload = cm.Workload(run.samples_per_epoch, run.batch, sample_s, model.grad_bytes)
@@ -333,13 +334,13 @@ def scenarios(
             )
         )
     nc24 = VM_SIZES["standard_nc24"]
-    calibrated = cm.PUBLISHED_EPOCH_S[1] / run.samples_per_epoch  # s per sample on a K80
+    calibrated = gpus.PUBLISHED_EPOCH_S[1] / run.samples_per_epoch  # s per sample on a K80
     found.append(
         Scenario(
             "hindcast-nc24",
             "ring model, original run's hardware and model (NC24: K80, 10 Gb/s Ethernet)",
             nc24,
-            cm.fabric_for(nc24),
+            gpus.fabric_for(nc24),
             cm.Workload(
                 run.samples_per_epoch,
                 run.batch,
@@ -401,11 +402,11 @@ def rows_for(s: Scenario) -> list[dict[str, Any]]:
 
 def published_rows() -> list[dict[str, Any]]:
     """The published points, with the step time and per-step overhead they imply."""
-    run = cm.ORIGINAL_RUN
-    t1 = cm.PUBLISHED_EPOCH_S[1]
+    run = gpus.ORIGINAL_RUN
+    t1 = gpus.PUBLISHED_EPOCH_S[1]
     step1 = t1 / (run.samples_per_epoch / run.batch)
     rows = []
-    for n, t in cm.PUBLISHED_EPOCH_S.items():
+    for n, t in gpus.PUBLISHED_EPOCH_S.items():
         steps = -(-run.samples_per_epoch // (n * run.batch))
         rows.append(
             {
@@ -434,13 +435,13 @@ def plot(found: list[Scenario], exponents: dict[str, float], published_fit: tupl
     import matplotlib.pyplot as plt
 
     k, a = published_fit
-    counts = list(cm.PUBLISHED_EPOCH_S)
-    times = list(cm.PUBLISHED_EPOCH_S.values())
+    counts = list(gpus.PUBLISHED_EPOCH_S)
+    times = list(gpus.PUBLISHED_EPOCH_S.values())
     fig, (left, right) = plt.subplots(1, 2, figsize=(13, 6.2))
     left.loglog(counts, times, "ko", label="published 2017 run (148 x K80, CNTK)")
     grid = [1, 256]
     left.loglog(grid, [a * n**k for n in grid], "k--", lw=1, label=f"published fit: N^{k:.2f}")
-    t1 = cm.PUBLISHED_EPOCH_S[1]
+    t1 = gpus.PUBLISHED_EPOCH_S[1]
     right.semilogx(counts, [t1 / (n * t) for n, t in zip(counts, times, strict=True)], "ko")
     for s in found:
         if not s.plotted:
@@ -491,7 +492,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
     del quick
     out.mkdir(parents=True, exist_ok=True)
     network = default_model()
-    model = model_cost(network, cm.DEFAULT_MODEL.name)
+    model = model_cost(network, gpus.DEFAULT_MODEL.name)
     original = original_model_cost()
     scaling = read_scaling(out)
     cpu_step = measured_step(scaling, network)
@@ -499,9 +500,9 @@ def run(quick: bool, out: Path) -> list[Goal]:
     found = scenarios(model, original, cpu_step, gpu_measured)
     exponents = {s.key: cm.scaling_exponent(s.workload, s.fabric) for s in found}
     fit_counts = list(cm.FIT_COUNTS)
-    published_fit = cm.fit_power_law(fit_counts, [cm.PUBLISHED_EPOCH_S[n] for n in fit_counts])
+    published_fit = cm.fit_power_law(fit_counts, [gpus.PUBLISHED_EPOCH_S[n] for n in fit_counts])
     published_all = cm.fit_power_law(
-        list(cm.PUBLISHED_EPOCH_S), list(cm.PUBLISHED_EPOCH_S.values())
+        list(gpus.PUBLISHED_EPOCH_S), list(gpus.PUBLISHED_EPOCH_S.values())
     )
     rows = published_rows()
     for s in found:
@@ -544,20 +545,20 @@ def run(quick: bool, out: Path) -> list[Goal]:
     at_148 = {key: cm.predict(s.workload, s.fabric, 148) for key, s in by_key.items() if s.plotted}
     extra = {
         "setting": {
-            "tiles": cm.ORIGINAL_RUN.tiles,
-            "gpus": cm.ORIGINAL_RUN.gpus,
-            "epochs": cm.ORIGINAL_RUN.epochs,
-            "batch_per_gpu": cm.ORIGINAL_RUN.batch,
-            "samples_per_epoch": cm.ORIGINAL_RUN.samples_per_epoch,
+            "tiles": gpus.ORIGINAL_RUN.tiles,
+            "gpus": gpus.ORIGINAL_RUN.gpus,
+            "epochs": gpus.ORIGINAL_RUN.epochs,
+            "batch_per_gpu": gpus.ORIGINAL_RUN.batch,
+            "samples_per_epoch": gpus.ORIGINAL_RUN.samples_per_epoch,
             "source": "Azure/pixel_level_land_classification scripts/train_distributed.py "
             "(minibatch_size 10, epoch_size 16,000) and scaling.md (figure)",
         },
         "calibration": {
-            "published_1gpu_epoch_s": cm.PUBLISHED_EPOCH_S[1],
-            "k80_s_per_sample": cm.PUBLISHED_EPOCH_S[1] / cm.ORIGINAL_RUN.samples_per_epoch,
-            "k80_effective_tflops": cm.K80_TFLOPS,
-            "gpu_tflops": {name: g.tflops for name, g in cm.GPU_SPEEDS.items()},
-            "gpu_sources": {name: g.source for name, g in cm.GPU_SPEEDS.items()},
+            "published_1gpu_epoch_s": gpus.PUBLISHED_EPOCH_S[1],
+            "k80_s_per_sample": gpus.PUBLISHED_EPOCH_S[1] / gpus.ORIGINAL_RUN.samples_per_epoch,
+            "k80_effective_tflops": gpus.K80_TFLOPS,
+            "gpu_tflops": {name: g.tflops for name, g in gpus.GPU_SPEEDS.items()},
+            "gpu_sources": {name: g.source for name, g in gpus.GPU_SPEEDS.items()},
         },
         "model": {
             "name": model.name,
@@ -565,8 +566,8 @@ def run(quick: bool, out: Path) -> list[Goal]:
             "grad_bytes": model.grad_bytes,
             "train_gflop_per_sample": model.train_gflop,
             "costmodel_constants": {
-                "params": cm.DEFAULT_MODEL.params,
-                "train_gflop": cm.DEFAULT_MODEL.train_gflop,
+                "params": gpus.DEFAULT_MODEL.params,
+                "train_gflop": gpus.DEFAULT_MODEL.train_gflop,
             },
         },
         "original_model": {

@@ -9,8 +9,20 @@ from typing import Annotated, Any
 import typer
 
 from landcover import redaction
+from landcover.commands.cluster import cluster_app
+from landcover.commands.data import data_app
+from landcover.commands.options import (
+    Nnodes,
+    NodeRank,
+    RdzvEndpoint,
+    RdzvId,
+    ResolutionOption,
+    TtaOption,
+    WorkersPerNode,
+    check_resolution,
+)
 from landcover.errors import LandcoverError
-from landcover.registry import DEFAULT_ENGINE, ENGINES, engine_help
+from landcover.registry import engine_help
 
 app = typer.Typer(
     help="Train U-Net land-cover models on NAIP imagery and turn them into maps.",
@@ -18,73 +30,8 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     add_completion=False,
 )
-data_app = typer.Typer(help="Sample data and data tools.", no_args_is_help=True)
 app.add_typer(data_app, name="data")
-
-ClassesOption = Annotated[str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")]
-BandsOption = Annotated[int, typer.Option(min=1, help="Expected image bands.")]
-ImageSuffixOption = Annotated[str, typer.Option(help="Image file-name suffix.")]
-LabelSuffixOption = Annotated[str, typer.Option(help="Label file-name suffix.")]
-ConcurrencyOption = Annotated[
-    int,
-    typer.Option(
-        "--concurrency",
-        "-j",
-        min=1,
-        help="Transfers at once (files, or blocks of a few large files).",
-    ),
-]
-
-
-def _class_mapping(classes: str) -> Any:
-    """The class mapping of a ``--classes`` preset (a usage error when unknown)."""
-    from landcover.classes import resolve_mapping
-
-    try:
-        return resolve_mapping(classes)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--classes") from None
-
-
-# options of the parallel layer, shared by train and predict
-Nnodes = Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")]
-NodeRank = Annotated[
-    int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
-]
-WorkersPerNode = Annotated[int | None, typer.Option(help="Workers on each node.")]
-RdzvEndpoint = Annotated[
-    str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
-]
-RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
-
-TtaOption = Annotated[
-    str,
-    typer.Option(
-        help="Test-time augmentation: average the probabilities of D4 transforms: none, "
-        "d4 (or 8: all), rotations (or 4), flips, 2 (identity + horizontal flip), or "
-        "names, e.g. identity,rot90,hflip."
-    ),
-]
-
-ResolutionOption = Annotated[
-    str,
-    typer.Option(
-        help="Pixel size the model sees: train (the checkpoint's training pixel size; "
-        "native for checkpoints that do not record it), native (each tile as it is), or "
-        "metres (e.g. 1). Tiles are resampled to it, predicted, and the maps put back on "
-        "each tile's own grid."
-    ),
-]
-
-
-def _check_resolution(value: str) -> None:
-    """A bad ``--resolution`` is a usage error, reported before any work."""
-    from landcover.data.resolution import parse_resolution
-
-    try:
-        parse_resolution(value)
-    except ValueError as exc:
-        raise typer.BadParameter(str(exc), param_hint="--resolution") from None
+app.add_typer(cluster_app, name="cluster")
 
 
 @app.command()
@@ -259,7 +206,7 @@ def predict(
     if prob_compress not in ("zstd", "deflate"):
         raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
     parse_tta(tta)  # a bad value is reported before any work
-    _check_resolution(resolution)
+    check_resolution(resolution)
     launch = run_settings(
         "predict",
         workers=workers,
@@ -320,301 +267,11 @@ def evaluate(
     from landcover.inference.evaluate import run_evaluate
     from landcover.inference.tta import parse_tta
 
-    _check_resolution(resolution)
+    check_resolution(resolution)
     check_output_folder(out)
     run_evaluate(
         checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
     )
-
-
-@data_app.command("synth")
-def data_synth(
-    out: Annotated[Path, typer.Argument(help="Output folder.")],
-    tiles: Annotated[
-        int | None,
-        typer.Option(
-            min=1, help="Tile pairs (easy, default 8); training tiles (shifted, default 16)."
-        ),
-    ] = None,
-    size: Annotated[
-        int | None,
-        typer.Option(min=32, help="Tile side in pixels (easy: 512; shifted: 256, >= 128)."),
-    ] = None,
-    seed: Annotated[int, typer.Option(help="Random seed; same seed, same files.")] = 0,
-    prefix: Annotated[str, typer.Option(help="File-name prefix.")] = "synth",
-    profile: Annotated[
-        str, typer.Option(help="easy (one radiometry, the built-in sample) or shifted.")
-    ] = "easy",
-) -> None:
-    """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs.
-
-    --profile easy (the default): OUT/{prefix}_NNN pairs with one radiometry
-    and generous classes, like the built-in sample.
-
-    --profile shifted: the difficulties of real NAIP. OUT/train, OUT/val and
-    OUT/test (TILES training tiles, a quarter as many for validation, half as
-    many for test), each split from its own flights (gain and offset, gamma,
-    haze, sun and shadows, season, noise, JPEG); forest, farmland and town
-    tiles; buildings <= 0.5 % of the training pixels, roads partly under
-    canopy. OUT/train_reflown: the training scenes (same labels) as a flight
-    no split saw. OUT/flights.csv: each tile's flight and its parameters.
-    OUT/manifest.csv (image,label,split) for data.manifest.
-    """
-    from landcover.diskerrors import check_output_folder
-
-    if profile not in ("easy", "shifted"):
-        raise typer.BadParameter(
-            f"unknown profile {profile!r} (easy or shifted)", param_hint="--profile"
-        )
-    check_output_folder(out)
-    if profile == "easy":
-        from landcover.data.synthetic import write_synthetic_dataset
-
-        tiles, size = tiles or 8, size or 512
-        pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
-        typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
-    else:
-        from landcover.data.shifted import MIN_SHIFTED_SIZE, write_shifted_world
-
-        tiles, size = tiles or 16, size or 256
-        if size < MIN_SHIFTED_SIZE:
-            raise typer.BadParameter(
-                f"the shifted world needs tiles of at least {MIN_SHIFTED_SIZE} px, got {size}",
-                param_hint="--size",
-            )
-        written = write_shifted_world(out, tiles, size, seed, prefix=prefix)
-        counts = {
-            s: sum(t.split == s for t in written) for s in dict.fromkeys(t.split for t in written)
-        }
-        listed = ", ".join(f"{n} {s}" for s, n in counts.items())
-        typer.echo(f"wrote {listed} tile pairs of {size}x{size} px to {out}")
-
-
-@data_app.command("sample")
-def data_sample() -> None:
-    """Print the folder of the built-in sample dataset (generating it on first use)."""
-    from landcover.data.sample import ensure_sample
-
-    typer.echo(str(ensure_sample()))
-
-
-@data_app.command("upload")
-def data_upload(
-    local: Annotated[Path, typer.Argument(help="Local file or folder (copied recursively).")],
-    url: Annotated[
-        str, typer.Argument(help="Destination: az://container/prefix, abfs://..., or a path.")
-    ],
-    concurrency: ConcurrencyOption = 8,
-) -> None:
-    """Upload a file or folder to Azure Blob Storage (credentials from AZURE_STORAGE_*)."""
-    from landcover.storage.transfer import upload
-
-    typer.echo(upload(local, url, concurrency).line())
-
-
-@data_app.command("download")
-def data_download(
-    url: Annotated[
-        str, typer.Argument(help="Source: az://container/prefix, abfs://..., a blob or a path.")
-    ],
-    local: Annotated[str, typer.Argument(help="Local folder (or file, for one blob).")],
-    concurrency: ConcurrencyOption = 8,
-) -> None:
-    """Download a blob or every blob under a prefix (credentials from AZURE_STORAGE_*)."""
-    from landcover.storage.transfer import download
-
-    typer.echo(download(url, local, concurrency).line())
-
-
-@data_app.command("check")
-def data_check(
-    data: Annotated[
-        str, typer.Argument(help="Folder of image/label pairs or a manifest CSV: path or URL.")
-    ],
-    classes: ClassesOption = "chesapeake7",
-    bands: BandsOption = 4,
-    image_suffix: ImageSuffixOption = "_naip.tif",
-    label_suffix: LabelSuffixOption = "_lc.tif",
-) -> None:
-    """Check every pair of a data folder or manifest; show its class balance; list bad files."""
-    from landcover.data.check import run_check
-
-    run_check(data, _class_mapping(classes), bands, image_suffix, label_suffix)
-
-
-@data_app.command("stats")
-def data_stats(
-    data: Annotated[
-        str, typer.Argument(help="Folder of image/label pairs or a manifest CSV: path or URL.")
-    ],
-    classes: ClassesOption = "chesapeake7",
-    out: Annotated[
-        str | None,
-        typer.Option(help="Output YAML (path or URL); default: {DATA name}_stats.yaml here."),
-    ] = None,
-    bands: BandsOption = 4,
-    image_suffix: ImageSuffixOption = "_naip.tif",
-    label_suffix: LabelSuffixOption = "_lc.tif",
-) -> None:
-    """Measure per-band mean/std and class frequencies; write them as an includable YAML."""
-    from landcover.data.statsfile import run_stats
-
-    run_stats(data, _class_mapping(classes), bands, image_suffix, label_suffix, out)
-
-
-@data_app.command("prepare")
-def data_prepare(
-    images: Annotated[
-        list[str], typer.Option(help="Large NAIP GeoTIFF or quoted glob; repeat for more.")
-    ],
-    labels: Annotated[
-        list[str], typer.Option(help="Label raster (any CRS or grid) or quoted glob; repeatable.")
-    ],
-    out: Annotated[Path, typer.Option(help="Output folder for the pairs and manifest.csv.")],
-    tile_size: Annotated[int, typer.Option(min=16, help="Tile side in pixels.")] = 2048,
-    min_valid: Annotated[
-        float, typer.Option(min=0.0, max=1.0, help="Drop tiles with fewer labelled pixels.")
-    ] = 0.5,
-    classes: ClassesOption = "chesapeake7",
-) -> None:
-    """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
-    from landcover.data.prepare import prepare_tiles
-    from landcover.diskerrors import check_output_folder
-
-    mapping = _class_mapping(classes)
-    check_output_folder(out)
-    summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
-    typer.echo(summary.line(min_valid))
-
-
-cluster_app = typer.Typer(
-    help="Plan a multi-node run from cluster.json and write Azure ML job files.",
-    no_args_is_help=True,
-)
-app.add_typer(cluster_app, name="cluster")
-
-
-@cluster_app.command("plan")
-def cluster_plan(
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
-    cluster: Annotated[
-        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
-    ] = Path("cluster.json"),
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    data: Annotated[
-        str | None,
-        typer.Option(help="Training data (folder or URL); default: data.root or the sample."),
-    ] = None,
-    accumulate: Annotated[
-        int | None,
-        typer.Option(min=1, help="Micro-batches per optimizer step (default: optim.accumulate)."),
-    ] = None,
-) -> None:
-    """Nodes, processes per node, global batch, learning rate, data per worker, epoch time.
-
-    The epoch time is a model estimate (ring all-reduce over the VM size's interconnect).
-    """
-    from landcover.cluster.plan import make_plan, plan_lines, with_prediction
-    from landcover.cluster.spec import load_cluster
-    from landcover.config import load_config
-
-    spec = load_cluster(cluster)
-    settings = load_config(config, {"optim.accumulate": accumulate})
-    plan = with_prediction(make_plan(spec, workers, settings, data), settings)
-    for line in plan_lines(plan, str(cluster)):
-        typer.echo(line, err=line.startswith("warning: "))
-
-
-@cluster_app.command("azureml")
-def cluster_azureml(
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
-    epochs: Annotated[
-        int | None, typer.Option(min=1, help="Total epochs to train to (--job train).")
-    ] = None,
-    job: Annotated[
-        str, typer.Option(help="train (landcover train) or predict (landcover predict).")
-    ] = "train",
-    engine: Annotated[str, typer.Option(help=engine_help() + ".")] = DEFAULT_ENGINE,
-    cluster: Annotated[
-        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
-    ] = Path("cluster.json"),
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
-    data: Annotated[
-        str | None,
-        typer.Option(help="Training data: azureml://, https://, az:// or a local folder."),
-    ] = None,
-    tiles: Annotated[
-        str | None,
-        typer.Option(help="--job predict: a folder of tiles, or a .txt list / .csv manifest."),
-    ] = None,
-    checkpoint: Annotated[
-        str | None, typer.Option(help="--job predict: the checkpoint (URI or local file).")
-    ] = None,
-    out: Annotated[Path, typer.Option(help="Folder for the YAML files.")] = Path("azureml"),
-    input_mode: Annotated[str, typer.Option(help="ro_mount or download.")] = "ro_mount",
-    run_path: Annotated[
-        str | None,
-        typer.Option(
-            help="Output folder URI (azureml://...): the run (train) or the maps (predict); "
-            "rerunning there resumes."
-        ),
-    ] = None,
-) -> None:
-    """Write compute.yml, environment.yml and job.yml for `az ml` (Azure ML CLI v2)."""
-    from landcover.cluster.azureml import (
-        JobTarget,
-        PredictJob,
-        TrainJob,
-        write_predict_job,
-        write_train_job,
-    )
-    from landcover.cluster.plan import make_plan
-    from landcover.cluster.spec import load_cluster
-    from landcover.config import load_config
-
-    if job not in ("train", "predict"):
-        raise typer.BadParameter("must be train or predict", param_hint="--job")
-    if engine not in ENGINES:
-        raise typer.BadParameter(f"must be {' or '.join(ENGINES)}", param_hint="--engine")
-    if input_mode not in ("ro_mount", "download"):
-        raise typer.BadParameter("must be ro_mount or download", param_hint="--input-mode")
-    if job == "train" and epochs is None:
-        raise typer.BadParameter("is needed for a training job", param_hint="--epochs")
-    predict = None
-    if job == "predict":
-        if tiles is None or checkpoint is None:
-            raise typer.BadParameter("--job predict needs --tiles and --checkpoint")
-        predict = PredictJob(tiles, checkpoint, engine=engine)
-    spec = load_cluster(cluster)
-    resolved = load_config(config)
-    plan = make_plan(spec, workers, resolved, with_data=False)
-    target = JobTarget(
-        spec,
-        plan,
-        out,
-        cluster_file=cluster,
-        input_mode=input_mode,  # type: ignore[arg-type]
-        run_path=run_path,
-    )
-    if predict is not None:
-        files = write_predict_job(target, predict)
-    else:
-        assert epochs is not None
-        train = TrainJob(epochs, engine, config, data if data is not None else resolved.data.root)
-        files = write_train_job(target, train)
-    what = f"{engine} engine" if predict is None else "predict job"
-    typer.echo(
-        f"wrote {files.compute}, {files.environment} (build context {files.build_context}) "
-        f"and {files.job}: {plan.nodes} x {spec.vm_size}, "
-        f"{plan.processes_per_node} processes per node, {what}"
-    )
-    for note in files.notes:
-        typer.echo(f"note: {note}")
-    for warning in files.warnings:
-        typer.echo(f"warning: {warning}", err=True)
-    typer.echo("then run (with az configure --defaults group=RG workspace=WS):")
-    for command in files.commands:
-        typer.echo(f"  {command}")
 
 
 def main() -> None:

@@ -141,15 +141,7 @@ def test_modules_import_each_other_without_cycles() -> None:
     assert _cycle(graph) is None, f"module import cycle: {' -> '.join(_cycle(graph))}"
 
 
-OVERSIZE = {
-    "landcover/config.py": "the configuration models and their loading: to be split (issue 19)",
-    "landcover/cli.py": "every command's typer signature: to be split by command (issue 19)",
-    "landcover/data/synthetic.py": "the synthetic world's generators: to be split (issue 19)",
-    "landcover/data/check.py": "landcover data check's checks and report: to be split (issue 19)",
-    "landcover/data/photometric.py": "the photometric augmentations: to be split (issue 19)",
-    "landcover/cluster/costmodel.py": "the cost model and its tables: to be split (issue 19)",
-    "landcover/storage/io.py": "the storage facade: to move onto fsspec's own layers (issue 19)",
-}
+OVERSIZE = {}
 """Modules that stay above :data:`LARGEST` lines for now, and why (the list only shrinks)."""
 
 

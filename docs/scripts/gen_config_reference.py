@@ -329,7 +329,7 @@ def page() -> str:
         "# Configuration reference",
         "",
         "Every configuration key, generated from the pydantic models in "
-        "`landcover/config.py` when the site is built. The [configuration guide]"
+        "`landcover/config/` when the site is built. The [configuration guide]"
         "(../guide/configs.md) explains how the keys work together.",
         "",
         cell((config.__doc__ or "").split("\n\n", 1)[-1]),

@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
 from landcover import storage
-from landcover.cluster import costmodel
+from landcover.cluster import costmodel, gpus
 from landcover.cluster.spec import ClusterSpec
 from landcover.cluster.vmsizes import VmSize, current_sizes
 from landcover.config import Config
@@ -260,7 +260,7 @@ def with_prediction(plan: ClusterPlan, config: Config) -> ClusterPlan:
     """
     run, model, geometry = config.run, config.model, plan.geometry
     try:
-        workload = costmodel.vm_workload(
+        workload = gpus.vm_workload(
             plan.vm,
             samples_per_epoch=geometry.samples_per_epoch,
             batch=geometry.batch_size,
@@ -268,14 +268,14 @@ def with_prediction(plan: ClusterPlan, config: Config) -> ClusterPlan:
             grad_bytes_per_param=2 if run.grad_compression == "fp16" else 4,
             accumulate=geometry.accumulate,
         )
-        fabric = costmodel.fabric_for(plan.vm)
+        fabric = gpus.fabric_for(plan.vm)
     except KeyError:
         return plan
     prediction = costmodel.predict(workload, fabric, plan.workers)
     single = costmodel.predict(workload, fabric, 1)
     basis = [
         f"ring all-reduce over {fabric.name}",
-        f"{plan.vm.gpu_model} reference compute for the {costmodel.DEFAULT_MODEL.name}",
+        f"{plan.vm.gpu_model} reference compute for the {gpus.DEFAULT_MODEL.name}",
     ]
     if (model.encoder, model.encoder_depth, model.decoder_channels) != _DEFAULT_ARCH:
         basis.append(f"your {model.encoder} U-Net will differ")

@@ -27,7 +27,8 @@ from rasterio.io import MemoryFile
 from rasterio.transform import Affine
 from scipy.ndimage import gaussian_filter
 
-from landcover.data.synthetic import _ROOF0, FIELD, TREE, _shift_mask
+from landcover.data.curves import shift_mask
+from landcover.data.landscape import FIELD, ROOF0, TREE
 
 _HAZE_WEIGHT = np.array([0.55, 0.7, 1.0, 0.25], dtype=np.float32)  # R, G, B, NIR
 _HAZE_VEIL = np.array([150.0, 160.0, 185.0, 125.0], dtype=np.float32)
@@ -144,13 +145,13 @@ def shadow_mask(ground: Ground, flight: Flight) -> np.ndarray:
     dy, dx = math.cos(az), -math.sin(az)
     reach = 1.0 / math.tan(math.radians(flight.sun_elevation))
     trees = ground.app == TREE
-    roofs = ground.app >= _ROOF0
+    roofs = ground.app >= ROOF0
     shadow = np.zeros_like(trees)
     for tall, height in ((trees, ground.tree_height), (roofs, ground.building_height)):
         if not tall.any():
             continue
         for step in range(1, max(1, round(height * reach)) + 1):
-            shadow |= _shift_mask(tall, round(step * dy), round(step * dx))
+            shadow |= shift_mask(tall, round(step * dy), round(step * dx))
     return shadow & ~(trees | roofs)
 
 

@@ -20,7 +20,7 @@ paid on 256 values, not on every pixel), optionally standardising on the way out
 :func:`photometric` takes a float batch on the 0..1 scale and does the same arithmetic per pixel.
 Noise and blur are computed for the chosen (and blurred) patches only. The noise is a standard
 normal drawn as 16-bit codes mapped through a table of normal quantiles
-(:func:`normal_table`: Gaussian to 1/65536 of probability, tails cut at 4.3 standard
+(:func:`~landcover.data.noiseblur.normal_table`: Gaussian to 1/65536 of probability, tails cut at 4.3 standard
 deviations), four codes per 64 random bits: about half the cost of ``torch.randn`` on the CPU. The blur
 is separable (two 5-tap passes). On the CPU the batch is processed one patch at a time, so its
 scratch stays in cache and is reused (fresh memory costs page faults); elsewhere in one chunk.
@@ -46,11 +46,13 @@ from dataclasses import dataclass
 
 import torch
 
-BLUR_KERNEL = 5
-"""Side of the blur kernel (sigma up to about 1.2 px fits in it)."""
-
-NOISE_LEVELS = 65536
-"""Noise codes are 16 bits, each standing for one quantile of the standard normal."""
+from landcover.data.noiseblur import (
+    BLUR_KERNEL,
+    blur_hwc_,
+    gaussian_kernels_1d,
+    noise_codes,
+    normal_table,
+)
 
 CPU_CHUNK = 1
 """Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""
@@ -105,114 +107,6 @@ def _log_uniform(
 ) -> torch.Tensor:
     u = torch.rand(shape, generator=gen, device=device)
     return torch.exp(math.log(low) + u * (math.log(high) - math.log(low)))
-
-
-def gaussian_kernels_1d(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tensor:
-    """Normalised 1-D Gaussian kernels, one per sigma (the blur applies one along each axis).
-
-    Args:
-        sigma: ``(N,)`` standard deviations in pixels.
-        size: Kernel length (odd).
-
-    Returns:
-        ``(N, size)`` float32 kernels summing to 1.
-    """
-    r = torch.arange(size, device=sigma.device, dtype=torch.float32) - size // 2
-    one_d = torch.exp(-(r[None, :] ** 2) / (2 * sigma.float()[:, None] ** 2))
-    return one_d / one_d.sum(dim=1, keepdim=True)
-
-
-def gaussian_kernels(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tensor:
-    """Normalised 2-D Gaussian kernels, one per sigma (the outer product of the 1-D ones).
-
-    Args:
-        sigma: ``(N,)`` standard deviations in pixels.
-        size: Kernel side (odd).
-
-    Returns:
-        ``(N, 1, size, size)`` kernels summing to 1.
-    """
-    one_d = gaussian_kernels_1d(sigma, size)
-    return (one_d[:, :, None] * one_d[:, None, :])[:, None]
-
-
-_NORMAL_TABLES: dict[torch.device, torch.Tensor] = {}
-
-
-def normal_table(device: torch.device) -> torch.Tensor:
-    """The standard normal quantiles a noise code stands for.
-
-    Args:
-        device: Where the table is wanted.
-
-    Returns:
-        ``(NOISE_LEVELS,)`` float32: entry ``k`` is the normal quantile of
-        ``(k + 0.5) / NOISE_LEVELS`` (from -4.32 to 4.32).
-    """
-    table = _NORMAL_TABLES.get(device)
-    if table is None:
-        u = (torch.arange(NOISE_LEVELS, dtype=torch.float64) + 0.5) / NOISE_LEVELS
-        table = torch.special.ndtri(u).float().to(device)
-        _NORMAL_TABLES[device] = table
-    return table
-
-
-def noise_codes(
-    gen: torch.Generator,
-    count: int,
-    out: torch.Tensor | None = None,
-    bits: torch.Tensor | None = None,
-) -> torch.Tensor:
-    """Draws ``count`` uniform 16-bit noise codes (four per 64 random bits).
-
-    Args:
-        gen: The random generator (on the device wanted).
-        count: How many codes.
-        out: Optional int32 tensor of ``count`` elements to write into.
-        bits: Optional int64 scratch of ``ceil(count / 4)`` elements.
-
-    Returns:
-        ``(count,)`` int32 codes in ``0..NOISE_LEVELS - 1``: each 16-bit word of the bits, read
-        as a signed integer, plus 32768.
-    """
-    if bits is None:
-        bits = torch.empty(-(-count // 4), dtype=torch.int64, device=gen.device)
-    bits.random_(-(2**63), None, generator=gen)  # the full 64-bit range
-    if out is None:
-        out = torch.empty(count, dtype=torch.int32, device=gen.device)
-    out = out.view(-1)
-    out.copy_(bits.view(torch.int16)[:count])
-    return out.add_(NOISE_LEVELS // 2)
-
-
-def _blur_hwc_(y: torch.Tensor, weights: torch.Tensor, scratch: torch.Tensor) -> None:
-    """Separable Gaussian blur of ``(N, H, W, C)`` patches with reflected borders, in place.
-
-    Args:
-        y: ``(N, H, W, C)`` float patches, overwritten with their blurred values.
-        weights: ``(N, BLUR_KERNEL)`` 1-D kernels, one per patch.
-        scratch: Float scratch of at least ``N * (H + 4) * (2 * W + 4) * C`` elements (for
-            ``BLUR_KERNEL`` 5), same device.
-    """
-    n, h, w, c = y.shape
-    r = BLUR_KERNEL // 2
-    size = n * (h + 2 * r) * (w + 2 * r) * c
-    padded = scratch[:size].view(n, h + 2 * r, w + 2 * r, c)
-    rows = scratch[size : size + n * (h + 2 * r) * w * c].view(n, h + 2 * r, w, c)
-    padded[:, r : r + h, r : r + w] = y
-    for k in range(1, r + 1):  # reflect (no edge repeat): columns, then rows of the result
-        padded[:, r : r + h, r - k] = y[:, :, k]
-        padded[:, r : r + h, r + w - 1 + k] = y[:, :, w - 1 - k]
-    for k in range(1, r + 1):
-        padded[:, r - k] = padded[:, r + k]
-        padded[:, r + h - 1 + k] = padded[:, r + h - 1 - k]
-    wt = weights.to(y.dtype)[:, :, None, None, None]  # (N, K, 1, 1, 1)
-    torch.mul(padded[:, :, 0:w], wt[:, 0], out=rows)
-    for k in range(1, BLUR_KERNEL):
-        rows.addcmul_(padded[:, :, k : k + w], wt[:, k])
-    torch.mul(rows[:, 0:h], wt[:, 0], out=y)
-    for k in range(1, BLUR_KERNEL):
-        y.addcmul_(rows[:, k : k + h], wt[:, k])
 
 
 @dataclass
@@ -436,11 +330,11 @@ class PhotometricDraw:
                 r = BLUR_KERNEL // 2
                 scratch = out.new_empty(len(index) * (h + 2 * r) * (2 * w + 2 * r) * c)
             if len(smooth) == stop - start:
-                _blur_hwc_(chunk, kernels[start:stop], scratch)
+                blur_hwc_(chunk, kernels[start:stop], scratch)
             elif smooth:
                 idx = torch.tensor(smooth, device=device)
                 patches = out.index_select(0, idx)
-                _blur_hwc_(patches, kernels[idx], scratch)
+                blur_hwc_(patches, kernels[idx], scratch)
                 out.index_copy_(0, idx, patches)
             chunk.clamp_(min=0.0, max=1.0)
             if rows is not None:

@@ -27,28 +27,26 @@ from pathlib import Path
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
+from landcover.data.curves import Curve, curve_at, fine_noise, paint_curve, smooth_noise
 from landcover.data.flights import Flight, Ground, flight_plan, render_flight
-from landcover.data.synthetic import (
-    _LABEL_OF,
+from landcover.data.landscape import (
     FIELD,
     ROAD,
     TREE,
     WATER,
-    _appearance_tables,
-    _Curve,
-    _curve_at,
-    _fine_noise,
-    _free,
-    _paint_building,
-    _paint_curve,
-    _paint_water,
-    _parcels,
-    _pick_roads,
-    _rect,
-    _settlement,
-    _smooth_noise,
-    _surface_mult,
-    _vegetation,
+    free,
+    paint_building,
+    paint_water,
+    pick_roads,
+    rect,
+    settlement,
+    vegetation,
+)
+from landcover.data.synthetic import (
+    LABEL_OF,
+    appearance_tables,
+    parcels,
+    surface_mult,
     tile_origin,
     write_pair,
 )
@@ -92,12 +90,12 @@ HELD_OUT_KINDS: tuple[TileKind, ...] = (TOWN, FARMLAND, FOREST)
 def _canopy_over_roads(app: np.ndarray, forest: np.ndarray, rng: np.random.Generator) -> None:
     """Closes the canopy over road pixels inside the forest, in patches along the road."""
     cover = gaussian_filter(forest.astype(np.float32), 5.0) > 0.5
-    gaps = _smooth_noise(app.shape, 7.0, rng) > -0.2
+    gaps = smooth_noise(app.shape, 7.0, rng) > -0.2
     app[(app == ROAD) & cover & gaps] = TREE
 
 
 def _place_buildings(
-    app: np.ndarray, rng: np.random.Generator, curves: list[_Curve], budget: int
+    app: np.ndarray, rng: np.random.Generator, curves: list[Curve], budget: int
 ) -> int:
     """Places single 8-20 m buildings beside the curves, never more than ``budget`` pixels.
 
@@ -113,13 +111,13 @@ def _place_buildings(
         if curve.t1 - curve.t0 <= length + 2:
             continue
         t = rng.uniform(curve.t0, curve.t1 - length - 1)
-        _, half, slope = _curve_at(curve, int(t + length / 2))
+        _, half, slope = curve_at(curve, int(t + length / 2))
         setback = half + abs(slope) * length / 2 + rng.uniform(3.0, 12.0)
         side = 1.0 if rng.random() < 0.5 else -1.0
-        y0, y1, x0, x1 = _rect(curve, t, length, side * setback, depth)
+        y0, y1, x0, x1 = rect(curve, t, length, side * setback, depth)
         area = (y1 - y0) * (x1 - x0)
-        if placed + area <= budget and _free(app, y0, y1, x0, x1, pad=4):
-            _paint_building(app, rng, y0, y1, x0, x1)
+        if placed + area <= budget and free(app, y0, y1, x0, x1, pad=4):
+            paint_building(app, rng, y0, y1, x0, x1)
             placed += area
     return placed
 
@@ -133,21 +131,21 @@ def shifted_layout(size: int, kind: TileKind, rng: np.random.Generator) -> np.nd
         rng: Random generator.
 
     Returns:
-        (size, size) uint8 appearance codes; ``synthetic._LABEL_OF`` maps them to labels.
+        (size, size) uint8 appearance codes; ``synthetic.LABEL_OF`` maps them to labels.
     """
     app = np.full((size, size), FIELD, dtype=np.uint8)
-    _vegetation(app, rng, kind.forest)
+    vegetation(app, rng, kind.forest)
     n_roads = int(rng.integers(kind.roads[0], kind.roads[1] + 1))
-    roads = _pick_roads(app.shape, rng, n_roads, kind.road_width)
-    streets: list[_Curve] = []
+    roads = pick_roads(app.shape, rng, n_roads, kind.road_width)
+    streets: list[Curve] = []
     if kind.settlement:
-        _, _, streets = _settlement(app, rng, roads)
+        _, _, streets = settlement(app, rng, roads)
     forest = app == TREE
-    _paint_water(app, rng, roads)
+    paint_water(app, rng, roads)
     for road in roads:
-        _paint_curve(app, road, ROAD)
+        paint_curve(app, road, ROAD)
     for street in streets:
-        _paint_curve(app, street, ROAD, never=(WATER,))
+        paint_curve(app, street, ROAD, never=(WATER,))
     _canopy_over_roads(app, forest, rng)
     budget = int(kind.building_share * size * size)
     _place_buildings(app, rng, streets + roads, budget)
@@ -166,10 +164,10 @@ def shifted_ground(size: int, kind: TileKind, rng: np.random.Generator) -> Groun
         The ground, ready for :func:`landcover.data.flights.render_flight`.
     """
     app = shifted_layout(size, kind, rng)
-    means, texture = _appearance_tables(rng)
-    mult = _surface_mult(app, texture, rng)
-    parcel, offsets = _parcels(app, rng)
-    crown = _fine_noise(app.shape, 2.5, rng)
+    means, texture = appearance_tables(rng)
+    mult = surface_mult(app, texture, rng)
+    parcel, offsets = parcels(app, rng)
+    crown = fine_noise(app.shape, 2.5, rng)
     return Ground(
         app=app,
         means=means,
@@ -191,7 +189,7 @@ def ground_label(ground: Ground) -> np.ndarray:
     Returns:
         (H, W) uint8 label codes.
     """
-    return _LABEL_OF[ground.app]
+    return LABEL_OF[ground.app]
 
 
 SPLITS: tuple[str, ...] = ("train", "val", "test")

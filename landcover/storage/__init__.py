@@ -4,8 +4,8 @@ Every path or URL form (a plain path, ``file://``, ``az://container/prefix``,
 ``abfs[s]://container/prefix``, ``abfs://container@ACCOUNT.dfs.core.windows.net/prefix``,
 ``memory://``) is parsed in :mod:`~landcover.storage.urls`; credentials come from the
 environment only (:mod:`~landcover.storage.credentials`); transient errors are retried for a
-bounded time (:mod:`~landcover.storage.retry`); writes are atomic and downloads checked
-(:mod:`~landcover.storage.io`); remote objects can be cached on local disk
+bounded time (:mod:`~landcover.storage.retry`); writes are atomic
+(:mod:`~landcover.storage.io`) and whole-file downloads checked (:mod:`~landcover.storage.files`); remote objects can be cached on local disk
 (:mod:`~landcover.storage.cache`) and many read at once (:mod:`~landcover.storage.fetch`); folders are copied in parallel by
 :mod:`~landcover.storage.transfer` (``landcover data upload`` / ``download``).
 
@@ -16,10 +16,10 @@ from landcover.storage.cache import cached_read
 from landcover.storage.credentials import HOW_TO_SET, AzureAuth, azure_auth
 from landcover.storage.errors import CredentialsError, StorageError, StorageNotFoundError
 from landcover.storage.fetch import Fetched, fetch_many, read_many
+from landcover.storage.files import download_file, upload_file
 from landcover.storage.filesystems import filesystem
 from landcover.storage.io import (
     ObjectInfo,
-    download_file,
     exists,
     glob,
     is_file,
@@ -28,7 +28,6 @@ from landcover.storage.io import (
     read_bytes,
     remove,
     stat,
-    upload_file,
     write_bytes,
     write_text,
 )

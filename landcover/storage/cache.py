@@ -22,8 +22,9 @@ import logging
 from pathlib import Path
 
 from landcover.fileio import atomic_write_bytes
+from landcover.storage.files import IncompleteTransferError
 from landcover.storage.filesystems import filesystem_of
-from landcover.storage.io import IncompleteTransferError, read_bytes
+from landcover.storage.io import read_bytes
 from landcover.storage.retry import RetryPolicy, retrying
 from landcover.storage.urls import parse
 

@@ -14,7 +14,7 @@ at once per file). Around that call this module keeps what the commands promise:
   printed line holds a credential.
 
 Copies from one local path to another (an NFS mount, say) use the atomic per-file copies of
-:mod:`landcover.storage.io`, a few at a time.
+:mod:`landcover.storage.files`, a few at a time.
 """
 
 from __future__ import annotations
@@ -34,15 +34,9 @@ from fsspec.callbacks import Callback
 from landcover.fileio import make_temp_beside
 from landcover.redaction import redact
 from landcover.storage.errors import StorageError, StorageNotFoundError
+from landcover.storage.files import IncompleteTransferError, download_file, upload_file
 from landcover.storage.filesystems import filesystem
-from landcover.storage.io import (
-    IncompleteTransferError,
-    download_file,
-    is_file,
-    list_files,
-    stat,
-    upload_file,
-)
+from landcover.storage.io import is_file, list_files, stat
 from landcover.storage.progress import Advance, transfer_progress
 from landcover.storage.retry import RetryPolicy, retrying
 from landcover.storage.urls import is_remote, join, name, parse

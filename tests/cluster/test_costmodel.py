@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from landcover.cluster import costmodel as cm
+from landcover.cluster import gpus
 from landcover.cluster.plan import make_plan, plan_lines, with_prediction
 from landcover.cluster.spec import parse_cluster
 from landcover.cluster.vmsizes import VM_SIZES
@@ -28,7 +29,7 @@ BASE = {"targetNodeCount": 19, "vmPriority": "dedicated", "location": "eastus"}
 
 def published_exponent() -> float:
     counts = list(cm.FIT_COUNTS)
-    return cm.fit_power_law(counts, [cm.PUBLISHED_EPOCH_S[n] for n in counts])[0]
+    return cm.fit_power_law(counts, [gpus.PUBLISHED_EPOCH_S[n] for n in counts])[0]
 
 
 # --- all-reduce ---------------------------------------------------------------------------
@@ -36,7 +37,7 @@ def published_exponent() -> float:
 
 def test_ring_allreduce_is_free_for_one_worker() -> None:
     assert cm.ring_allreduce_s(1, 100 * MB, cm.LINKS["ethernet-10"]) == 0.0
-    fabric = cm.fabric_for(H100)
+    fabric = gpus.fabric_for(H100)
     assert cm.hierarchical_allreduce_s(1, 100 * MB, fabric) == 0.0
 
 
@@ -61,7 +62,7 @@ def test_more_bandwidth_is_faster() -> None:
     size = 97.8 * MB
     slow, fast = cm.LINKS["ib-hdr"], cm.LINKS["ib-ndr"]
     assert cm.ring_allreduce_s(16, size, fast) < cm.ring_allreduce_s(16, size, slow)
-    by_vm = [cm.hierarchical_allreduce_s(64, size, cm.fabric_for(vm)) for vm in (A100_ETH, H100)]
+    by_vm = [cm.hierarchical_allreduce_s(64, size, gpus.fabric_for(vm)) for vm in (A100_ETH, H100)]
     assert by_vm[1] < by_vm[0] / 10  # 8 x 400 Gb/s InfiniBand vs 80 Gb/s Ethernet per node
 
 
@@ -93,11 +94,11 @@ def test_bad_arguments_raise() -> None:
     with pytest.raises(ValueError, match="at least 1"):
         cm.ring_allreduce_s(0, MB, FAST)
     with pytest.raises(ValueError, match="negative"):
-        cm.hierarchical_allreduce_s(2, -1, cm.fabric_for(H100))
+        cm.hierarchical_allreduce_s(2, -1, gpus.fabric_for(H100))
     with pytest.raises(ValueError, match="two distinct"):
         cm.fit_power_law([4, 4], [1.0, 2.0])
     with pytest.raises(KeyError, match="no training-speed figure"):
-        cm.gpu_speed("NVIDIA GeForce 256")
+        gpus.gpu_speed("NVIDIA GeForce 256")
 
 
 # --- step, epoch, overlap ----------------------------------------------------------------
@@ -156,38 +157,38 @@ def test_communication_makes_the_exponent_shallower() -> None:
 
 def test_published_curve_and_calibration() -> None:
     assert published_exponent() == pytest.approx(-0.80, abs=0.02)
-    k80_tflops = cm.K80_TFLOPS  # 69.8 GFLOP x 16,000 samples / 1,250 s
+    k80_tflops = gpus.K80_TFLOPS  # 69.8 GFLOP x 16,000 samples / 1,250 s
     assert k80_tflops == pytest.approx(0.894, abs=0.001)
     # the original run's model on a K80 reproduces the published 1-GPU epoch
     nc24 = VM_SIZES["standard_nc24"]
-    work = cm.original_workload(cm.ORIGINAL_MODEL)
-    assert cm.predict(work, cm.fabric_for(nc24), 1).epoch_s == pytest.approx(1250.0)
+    work = gpus.original_workload(gpus.ORIGINAL_MODEL)
+    assert cm.predict(work, gpus.fabric_for(nc24), 1).epoch_s == pytest.approx(1250.0)
     # and the default model is cheaper per sample than that one, but 78x the gradients
-    assert cm.DEFAULT_MODEL.train_gflop < cm.ORIGINAL_MODEL.train_gflop
-    assert cm.DEFAULT_MODEL.grad_bytes > 70 * cm.ORIGINAL_MODEL.grad_bytes
+    assert gpus.DEFAULT_MODEL.train_gflop < gpus.ORIGINAL_MODEL.train_gflop
+    assert gpus.DEFAULT_MODEL.grad_bytes > 70 * gpus.ORIGINAL_MODEL.grad_bytes
 
 
 def test_gpu_speeds_are_ordered() -> None:
     order = ["NVIDIA Tesla K80 (one GK210)", "NVIDIA Tesla P100", "NVIDIA Tesla V100"]
     order += ["NVIDIA A100 SXM", "NVIDIA H100 SXM"]
-    rates = [cm.gpu_speed(name).tflops for name in order]
+    rates = [gpus.gpu_speed(name).tflops for name in order]
     assert rates == sorted(rates)
-    assert cm.sample_seconds("NVIDIA H100 SXM") < cm.sample_seconds("NVIDIA A100 PCIe")
+    assert gpus.sample_seconds("NVIDIA H100 SXM") < gpus.sample_seconds("NVIDIA A100 PCIe")
 
 
 def test_every_vm_size_has_a_fabric() -> None:
     for vm in VM_SIZES.values():
-        fabric = cm.fabric_for(vm)
+        fabric = gpus.fabric_for(vm)
         assert fabric.gpus_per_node == vm.gpus and fabric.node_bytes_per_s > 0, vm.name
-    h100 = cm.fabric_for(H100)
+    h100 = gpus.fabric_for(H100)
     assert (h100.inter.name, h100.nics_per_node, h100.intra.name) == (
         "InfiniBand NDR 400 Gb/s",
         8,
         "NVLink 4",
     )
-    assert cm.fabric_for(A100_IB).inter.name == "InfiniBand HDR 200 Gb/s"
-    assert cm.fabric_for(VM_SIZES["standard_nc24rs_v3"]).inter.name == "InfiniBand FDR 56 Gb/s"
-    eth = cm.fabric_for(A100_ETH)
+    assert gpus.fabric_for(A100_IB).inter.name == "InfiniBand HDR 200 Gb/s"
+    assert gpus.fabric_for(VM_SIZES["standard_nc24rs_v3"]).inter.name == "InfiniBand FDR 56 Gb/s"
+    eth = gpus.fabric_for(A100_ETH)
     assert (eth.inter.gbps, eth.nics_per_node, eth.intra.name) == (80, 1, "PCIe 4.0")
 
 
@@ -196,8 +197,8 @@ def test_infiniband_prediction_is_steeper_than_published() -> None:
     published = published_exponent()
     exponents = {}
     for vm in (H100, A100_IB, A100_ETH):
-        work = cm.original_workload(gpu_model=vm.gpu_model)
-        exponents[vm.name] = cm.scaling_exponent(work, cm.fabric_for(vm))
+        work = gpus.original_workload(gpu_model=vm.gpu_model)
+        exponents[vm.name] = cm.scaling_exponent(work, gpus.fabric_for(vm))
     for vm in (H100, A100_IB):
         assert -1.0 <= exponents[vm.name] < published - 0.1, exponents
     # over Ethernet the same model scales worse than over InfiniBand
@@ -273,7 +274,7 @@ def test_plan_cli_prints_the_prediction(
     # the same figures as the cost model gives in-process for the default config
     config = load_config(None)
     vm = VM_SIZES[vm_size.lower()]
-    work = cm.vm_workload(vm, config.optim.samples_per_epoch, config.optim.batch_size)
-    expected = cm.predict(work, cm.fabric_for(vm), 148)
+    work = gpus.vm_workload(vm, config.optim.samples_per_epoch, config.optim.batch_size)
+    expected = cm.predict(work, gpus.fabric_for(vm), 148)
     assert epoch == pytest.approx(expected.epoch_s, rel=0.05)
     assert eff == pytest.approx(expected.efficiency, abs=0.006)

@@ -20,9 +20,10 @@ from scipy.ndimage import label as ndimage_label
 
 from landcover.config import DataConfig
 from landcover.data.flights import Ground, flight_plan, shadow_mask
+from landcover.data.landscape import ROAD, TREE
 from landcover.data.pairs import discover_pairs, split_pairs
 from landcover.data.shifted import write_shifted_world
-from landcover.data.synthetic import ROAD, TREE, write_synthetic_dataset
+from landcover.data.synthetic import write_synthetic_dataset
 
 from conftest import run_cli
 

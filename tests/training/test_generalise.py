@@ -16,14 +16,16 @@ from landcover.checkpoint import load_checkpoint
 from landcover.classes import resolve_mapping
 from landcover.config import Config, DataConfig, config_from_dict
 from landcover.data import photometric as photometric_module
-from landcover.data.normalize import array_band_stats, dataset_band_stats
-from landcover.data.photometric import (
+from landcover.data.noiseblur import (
     BLUR_KERNEL,
     NOISE_LEVELS,
-    PhotometricDraw,
-    PhotometricRanges,
     gaussian_kernels,
     gaussian_kernels_1d,
+)
+from landcover.data.normalize import array_band_stats, dataset_band_stats
+from landcover.data.photometric import (
+    PhotometricDraw,
+    PhotometricRanges,
     photometric,
     photometric_uint8,
 )

@@ -1,0 +1,72 @@
+"""Options and checks that several commands share (typer annotations)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+ClassesOption = Annotated[str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")]
+BandsOption = Annotated[int, typer.Option(min=1, help="Expected image bands.")]
+ImageSuffixOption = Annotated[str, typer.Option(help="Image file-name suffix.")]
+LabelSuffixOption = Annotated[str, typer.Option(help="Label file-name suffix.")]
+ConcurrencyOption = Annotated[
+    int,
+    typer.Option(
+        "--concurrency",
+        "-j",
+        min=1,
+        help="Transfers at once (files, or blocks of a few large files).",
+    ),
+]
+
+
+def class_mapping(classes: str) -> Any:
+    """The class mapping of a ``--classes`` preset (a usage error when unknown)."""
+    from landcover.classes import resolve_mapping
+
+    try:
+        return resolve_mapping(classes)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--classes") from None
+
+
+# options of the parallel layer, shared by train and predict
+Nnodes = Annotated[int | None, typer.Option(help="Nodes in the job (one agent each).")]
+NodeRank = Annotated[
+    int | None, typer.Option(help="This node's rank; node 0 hosts the rendezvous.")
+]
+WorkersPerNode = Annotated[int | None, typer.Option(help="Workers on each node.")]
+RdzvEndpoint = Annotated[
+    str | None, typer.Option(help="HOST:PORT of the c10d rendezvous (multi-node).")
+]
+RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
+
+TtaOption = Annotated[
+    str,
+    typer.Option(
+        help="Test-time augmentation: average the probabilities of D4 transforms: none, "
+        "d4 (or 8: all), rotations (or 4), flips, 2 (identity + horizontal flip), or "
+        "names, e.g. identity,rot90,hflip."
+    ),
+]
+
+ResolutionOption = Annotated[
+    str,
+    typer.Option(
+        help="Pixel size the model sees: train (the checkpoint's training pixel size; "
+        "native for checkpoints that do not record it), native (each tile as it is), or "
+        "metres (e.g. 1). Tiles are resampled to it, predicted, and the maps put back on "
+        "each tile's own grid."
+    ),
+]
+
+
+def check_resolution(value: str) -> None:
+    """A bad ``--resolution`` is a usage error, reported before any work."""
+    from landcover.data.resolution import parse_resolution
+
+    try:
+        parse_resolution(value)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--resolution") from None
