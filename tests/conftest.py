@@ -286,19 +286,4 @@ def checkpoint(trained_run: Path) -> Path:
     return trained_run / "checkpoints" / "last.pt"
 
 
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Runs the files with the most ``slow`` tests first, each file's tests in their order.
-
-    pytest-xdist (``--dist loadfile``) hands a process the next file when it is free, so the
-    long files starting first leave short ones for the end and the processes finish close
-    together (longest first, as a predict job deals its tiles).
-    """
-    slow: dict[str, int] = {}
-    for item in items:
-        slow[item.nodeid.split("::")[0]] = slow.get(item.nodeid.split("::")[0], 0) + (
-            item.get_closest_marker("slow") is not None
-        )
-    items.sort(key=lambda item: -slow[item.nodeid.split("::")[0]])
-
-
 from azurite import azurite, azurite_private, no_azure_env  # noqa: F401,E402
