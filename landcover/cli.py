@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -12,6 +11,7 @@ from landcover import redaction
 from landcover.commands.cluster import cluster_app
 from landcover.commands.data import data_app
 from landcover.commands.options import (
+    ConfigFileOption,
     Nnodes,
     NodeRank,
     RdzvEndpoint,
@@ -36,7 +36,7 @@ app.add_typer(cluster_app, name="cluster")
 
 @app.command()
 def train(
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    config: ConfigFileOption = None,
     data: Annotated[
         str | None,
         typer.Option(help="Folder of *_naip.tif/*_lc.tif pairs; default: the built-in sample."),

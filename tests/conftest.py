@@ -233,8 +233,23 @@ def assert_one_line_error(result: subprocess.CompletedProcess, *needles: str) ->
     return errors[0]
 
 
-def train_here(config: Path, data: Path, out: Path, epochs: int, samples: int) -> Path:
-    """``landcover train --config C --data D --out O --workers 1`` in this process.
+def one_worker_config(config: Path, data: Path, out: Path, epochs: int, samples: int):
+    """The config ``landcover train --config C --data D --out O --workers 1 --epochs E
+    --samples-per-epoch S`` loads (a :class:`landcover.config.Config`)."""
+    from landcover.config import load_config
+
+    flags = {
+        "data.root": str(data),
+        "run.out": str(out),
+        "optim.epochs": epochs,
+        "optim.samples_per_epoch": samples,
+        "run.workers": 1,
+    }
+    return load_config(config, flags)
+
+
+def train_here(config) -> Path:
+    """Trains a one-worker ``config`` in this process (:func:`one_worker_config`).
 
     The launcher's own entry point, as the CLI calls it for one worker; torch's thread count
     is put back afterwards (the worker sets it to every core).
@@ -244,22 +259,14 @@ def train_here(config: Path, data: Path, out: Path, epochs: int, samples: int) -
     """
     import torch
 
-    from landcover.config import load_config
     from landcover.training.launcher import train_main
 
-    flags = {
-        "data.root": str(data),
-        "run.out": str(out),
-        "optim.epochs": epochs,
-        "optim.samples_per_epoch": samples,
-        "run.workers": 1,
-    }
     threads = torch.get_num_threads()
     try:
-        train_main(load_config(config, flags))
+        train_main(config)
     finally:
         torch.set_num_threads(threads)
-    return out
+    return Path(config.run.out)
 
 
 @pytest.fixture(scope="session")
@@ -268,7 +275,7 @@ def trained_run(
 ) -> Path:
     """A run folder with a tiny model trained on the tiny data (about 85 % pixel accuracy)."""
     run = tmp_path_factory.mktemp("trained") / "run"
-    return train_here(tiny_config, tiny_data, run, epochs=8, samples=128)
+    return train_here(one_worker_config(tiny_config, tiny_data, run, epochs=8, samples=128))
 
 
 @pytest.fixture(scope="session")
@@ -277,7 +284,8 @@ def quick_checkpoint(
 ) -> Path:
     """A checkpoint of one short epoch, for tests that need a valid model, not a good one."""
     run = tmp_path_factory.mktemp("quick") / "run"
-    return train_here(tiny_config, tiny_data, run, epochs=1, samples=32) / "checkpoints" / "last.pt"
+    config = one_worker_config(tiny_config, tiny_data, run, epochs=1, samples=32)
+    return train_here(config) / "checkpoints" / "last.pt"
 
 
 @pytest.fixture(scope="session")

@@ -7,6 +7,7 @@ from typing import Annotated
 
 import typer
 
+from landcover.commands.options import ClusterFileOption, ConfigFileOption, GpuWorkersOption
 from landcover.registry import DEFAULT_ENGINE, ENGINES, engine_help
 
 cluster_app = typer.Typer(
@@ -17,11 +18,9 @@ cluster_app = typer.Typer(
 
 @cluster_app.command("plan")
 def cluster_plan(
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
-    cluster: Annotated[
-        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
-    ] = Path("cluster.json"),
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    workers: GpuWorkersOption,
+    cluster: ClusterFileOption = Path("cluster.json"),
+    config: ConfigFileOption = None,
     data: Annotated[
         str | None,
         typer.Option(help="Training data (folder or URL); default: data.root or the sample."),
@@ -48,7 +47,7 @@ def cluster_plan(
 
 @cluster_app.command("azureml")
 def cluster_azureml(
-    workers: Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")],
+    workers: GpuWorkersOption,
     epochs: Annotated[
         int | None, typer.Option(min=1, help="Total epochs to train to (--job train).")
     ] = None,
@@ -56,10 +55,8 @@ def cluster_azureml(
         str, typer.Option(help="train (landcover train) or predict (landcover predict).")
     ] = "train",
     engine: Annotated[str, typer.Option(help=engine_help() + ".")] = DEFAULT_ENGINE,
-    cluster: Annotated[
-        Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
-    ] = Path("cluster.json"),
-    config: Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")] = None,
+    cluster: ClusterFileOption = Path("cluster.json"),
+    config: ConfigFileOption = None,
     data: Annotated[
         str | None,
         typer.Option(help="Training data: azureml://, https://, az:// or a local folder."),

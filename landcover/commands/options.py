@@ -2,10 +2,16 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+ConfigFileOption = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file.")]
+ClusterFileOption = Annotated[
+    Path, typer.Option(help="cluster.json: VM size, node count, priority, region.")
+]
+GpuWorkersOption = Annotated[int, typer.Option(min=1, help="Worker processes, one per GPU.")]
 ClassesOption = Annotated[str, typer.Option(help="Class preset: chesapeake7, cvpr4, tutorial5.")]
 BandsOption = Annotated[int, typer.Option(min=1, help="Expected image bands.")]
 ImageSuffixOption = Annotated[str, typer.Option(help="Image file-name suffix.")]

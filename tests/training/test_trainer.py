@@ -1,7 +1,7 @@
 """The trainer and the launcher in process: ``landcover train --workers 1`` without a subprocess.
 
-``train_main`` runs the one worker in this process (no DDP), as the CLI does for one worker.
-The expected values come from the test's own arithmetic and from reading the run folder's
+``train_main`` (through ``conftest.train_here``) runs the one worker in this process (no
+DDP), as the CLI does for one worker. The expected values come from the test's own arithmetic and from reading the run folder's
 files back (metrics.jsonl, the checkpoint, the tiles' pixels through rasterio), not from
 the trainer.
 """
@@ -17,20 +17,9 @@ import pytest
 import rasterio
 
 from landcover.checkpoint import load_checkpoint
-from landcover.config import Config, load_config
 from landcover.data.pairs import split_pairs
-from landcover.training.launcher import train_main
 
-
-def _config(tiny_config: Path, data: Path, out: Path, epochs: int) -> Config:
-    flags = {
-        "data.root": str(data),
-        "run.out": str(out),
-        "optim.epochs": epochs,
-        "optim.samples_per_epoch": 16,
-        "run.workers": 1,
-    }
-    return load_config(tiny_config, flags)
+from conftest import one_worker_config, train_here
 
 
 def _records(run: Path) -> list[dict]:
@@ -41,10 +30,10 @@ def test_one_worker_trains_in_process_resumes_and_leaves_the_loaded_config_as_it
     tiny_config: Path, tiny_data: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    config = _config(tiny_config, tiny_data, run, epochs=2)
+    config = one_worker_config(tiny_config, tiny_data, run, epochs=2, samples=16)
     as_loaded = config.to_dict()
     assert config.data.mean == "auto" and config.data.std == "auto"
-    train_main(config)
+    train_here(config)
 
     # the loaded configuration is frozen and unchanged: the measured numbers live elsewhere
     assert config.to_dict() == as_loaded
@@ -72,7 +61,7 @@ def test_one_worker_trains_in_process_resumes_and_leaves_the_loaded_config_as_it
     np.testing.assert_allclose(saved.config["data"]["std"], values.std(axis=1), atol=1e-4)
 
     # a second call with more epochs continues from last.pt: epoch 3 only, same statistics
-    train_main(_config(tiny_config, tiny_data, run, epochs=3))
+    train_here(one_worker_config(tiny_config, tiny_data, run, epochs=3, samples=16))
     assert [r["epoch"] for r in _records(run)] == [1, 2, 3]
     resumed = load_checkpoint(run / "checkpoints" / "last.pt")
     assert resumed.epoch == 3
