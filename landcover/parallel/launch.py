@@ -121,28 +121,60 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 _FAILED = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
-_RESTART = re.compile(r"Worker group (\w+)\. (\d+)/(\d+) attempts left")
 
 
-class _ElasticEvents(logging.Handler):
-    """Turns torch elastic's failure and restart records into one landcover line each."""
+class _WorkerFailures(logging.Handler):
+    """Turns torch elastic's note of a failed worker into one landcover line.
+
+    torch publishes which worker failed and how only in its log text (the agent's run result
+    reaches the caller only at the end of the job, after any restarts), so this one line of
+    its log is read.
+    """
 
     def emit(self, record: logging.LogRecord) -> None:
-        message = record.getMessage()
-        failed = _FAILED.search(message)
+        failed = _FAILED.search(record.getMessage())
         if failed:
             code, local_rank, pid = (int(g) for g in failed.groups())
             what = describe_exit(code)
             log.warning("worker local rank %d (pid %d) %s", local_rank, pid, what)
-            return
-        restart = _RESTART.search(message)
-        if restart:
-            left, total = int(restart.group(2)), int(restart.group(3))
+
+
+class _RestartNotices:
+    """Announces each restart of the worker group, from torch elastic's own metrics.
+
+    The agent publishes ``workers.<role>.remaining_restarts`` and then the group's state
+    (``workers.<role>.failed`` or ``.unhealthy``) at every health check; a failed state with
+    restarts remaining is a restart (torch's ``SimpleElasticAgent._invoke_run``).
+    """
+
+    def __init__(self, max_restarts: int) -> None:
+        from torch.distributed.elastic.metrics import MetricHandler
+
+        self.max_restarts = max_restarts
+        self.remaining = max_restarts
+        notices = self
+
+        class Handler(MetricHandler):
+            def emit(self, metric_data: Any) -> None:
+                notices.on_metric(metric_data.name, int(metric_data.value))
+
+        self.handler = Handler()
+
+    def on_metric(self, name: str, value: int) -> None:
+        """Reads one metric the agent published.
+
+        Args:
+            name: The metric's name, e.g. ``workers.default.remaining_restarts``.
+            value: Its value.
+        """
+        if name.endswith(".remaining_restarts"):
+            self.remaining = value
+        elif name.endswith((".failed", ".unhealthy")) and value and self.remaining > 0:
             log.warning(
                 "restarting the worker group (restart %d of %d); workers resume from the last "
                 "checkpoint",
-                total - left + 1,
-                total,
+                self.max_restarts - self.remaining + 1,
+                self.max_restarts,
             )
 
 
@@ -222,6 +254,7 @@ def launch_workers(
     Raises:
         LandcoverError: If a worker fails and restarts are exhausted.
     """
+    from torch.distributed.elastic import metrics
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs, SignalException
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.elastic.rendezvous.api import RendezvousError
@@ -232,9 +265,8 @@ def launch_workers(
     elastic.propagate = False
     for handler in list(elastic.handlers):
         elastic.removeHandler(handler)
-    elastic.addHandler(_ElasticEvents())
-    # torch sets each elastic module's own level (WARNING); the restart notice is at INFO
-    logging.getLogger("torch.distributed.elastic.agent.server.api").setLevel(logging.INFO)
+    elastic.addHandler(_WorkerFailures())
+    metrics.configure(_RestartNotices(max_restarts).handler, group="torchelastic")
     # its "Terminating process ... via SIGTERM" notes are the shutdown we report ourselves
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="landcover-launch-") as tmp:
@@ -278,6 +310,7 @@ def launch_workers(
                 "node 0 is up and the port is open between the nodes"
             ) from None
         finally:
+            metrics.configure(metrics.NullMetricHandler(), group="torchelastic")
             if previous is None:
                 os.environ.pop(ERROR_DIR_ENV, None)
             else:

@@ -9,6 +9,8 @@ step function.
 from __future__ import annotations
 
 import random
+import threading
+import time
 from datetime import timedelta
 
 import pytest
@@ -161,6 +163,42 @@ def test_a_refused_connection_is_a_peer_failure() -> None:
             "127.0.0.1", 1, world_size=2, is_master=False, timeout=timedelta(seconds=1)
         )
     assert is_peer_failure(caught.value)
+
+
+def test_a_silent_gloo_peer_is_a_peer_failure() -> None:
+    # two real gloo members in threads of this process; the second never joins the all-reduce
+    store = torch.distributed.HashStore()
+    caught: list[BaseException] = []
+
+    def member(rank: int) -> None:
+        group = torch.distributed.ProcessGroupGloo(store, rank, 2, timedelta(seconds=1))
+        if rank == 0:
+            with pytest.raises(RuntimeError) as error:
+                group.allreduce([torch.ones(3)]).wait()
+            caught.append(error.value)
+        else:
+            time.sleep(2)  # keeps its end of the connection open, silent
+
+    threads = [threading.Thread(target=member, args=(rank,)) for rank in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(caught) == 1
+    assert is_peer_failure(caught[0])
+
+
+def test_torch_types_decide_before_the_text() -> None:
+    # torch's own types: a device fault is local whatever its text says
+    assert not is_peer_failure(torch.OutOfMemoryError("while waiting for a peer: timed out"))
+    assert not is_peer_failure(torch.AcceleratorError("peer connection reset by peer"))
+    assert is_peer_failure(torch.distributed.DistStoreError("wait failed"))
+    # NCCL raises its local and its remote faults as one type: the text tells them apart
+    backend = torch.distributed.DistBackendError
+    assert is_peer_failure(backend("NCCL error: remote process exited, ncclRemoteError"))
+    assert not is_peer_failure(backend("NCCL error: invalid usage, NCCL version 2.21.5"))
+    # not a collective at all
+    assert not is_peer_failure(ValueError("timed out"))
 
 
 @pytest.mark.parametrize(
