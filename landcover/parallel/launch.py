@@ -11,7 +11,10 @@ picks the first to fail by time. A job whose worker hit bad data takes its peers
 failures are *causes* (a worker's own :class:`~landcover.errors.LandcoverError`) and which are
 *consequences* (:class:`~landcover.errors.PeerFailureError`); the workers file them apart
 (``rank{N}.cause.txt`` / ``rank{N}.peer.txt``), and torch's own record (exit code, signal, error
-message) explains the rest.
+message) explains the rest. A worker's crash (a bug, not bad input) is filed the same way,
+redacted, as ``rank{N}.crash.txt`` and the worker exits with code 1: left to torch's
+``record``, the exception's unredacted text (a SAS URL in it, say) would go into torch's error
+file and its report.
 """
 
 from __future__ import annotations
