@@ -9,8 +9,11 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+import rasterio
 import yaml
+from rasterio.transform import Affine
 
 from landcover.data.synthetic import write_synthetic_dataset
 
@@ -43,6 +46,45 @@ def tiny_config(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A YAML config with a tiny U-Net and tiny epochs, so CLI runs take seconds."""
     path = tmp_path_factory.mktemp("configs") / "tiny.yaml"
     path.write_text(yaml.safe_dump(TINY_CONFIG))
+    return path
+
+
+def write_naip_tile(
+    path: Path,
+    image: np.ndarray,
+    crs: str | None,
+    pixel: float,
+    corner: tuple[float, float],
+    **options: object,
+) -> Path:
+    """Writes a 4-band uint8 NAIP-like GeoTIFF (no-data 0) with its top-left ``corner``.
+
+    Args:
+        path: The file to write.
+        image: The bands, ``(4, height, width)`` uint8.
+        crs: Its CRS (None: not georeferenced in a CRS).
+        pixel: The pixel size in CRS units.
+        corner: The top-left corner ``(x, y)``.
+        **options: GDAL creation options (``compress="deflate"``, ``tiled=True``, ...).
+
+    Returns:
+        ``path``.
+    """
+    _, height, width = image.shape
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        height=height,
+        width=width,
+        count=4,
+        dtype="uint8",
+        crs=crs,
+        transform=Affine(pixel, 0, corner[0], 0, -pixel, corner[1]),
+        nodata=0,
+        **options,
+    ) as ds:
+        ds.write(image)
     return path
 
 

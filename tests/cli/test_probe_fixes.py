@@ -15,12 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
-from affine import Affine
 from PIL import Image
 
 from landcover.classes import resolve_mapping
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, write_naip_tile
 
 NAMES = resolve_mapping("chesapeake7").names
 UTM = "EPSG:26918"
@@ -48,20 +47,7 @@ def write_tile(
     if empty:
         image[:] = 0
     path.parent.mkdir(parents=True, exist_ok=True)
-    with rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        height=height,
-        width=width,
-        count=4,
-        dtype="uint8",
-        crs=crs,
-        transform=Affine(pixel, 0, corner[0], 0, -pixel, corner[1]),
-        nodata=0,
-    ) as ds:
-        ds.write(image)
-    return path
+    return write_naip_tile(path, image, crs, pixel, corner)
 
 
 def write_label(path: Path, image: Path, seed: int = 0) -> Path:

@@ -18,7 +18,6 @@ import numpy as np
 import pystac
 import pytest
 import rasterio
-from affine import Affine
 from azurite import apply_env, free_port
 from netns import two_hosts
 from pystac.validation import JsonSchemaSTACValidator, set_validator
@@ -35,7 +34,7 @@ from landcover.mapping.job import run_predict_job
 from landcover.mapping.spec import JobOptions, JobOutcome
 from landcover.mapping.tiles import measure_tiles, resolve_tiles
 
-from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log
+from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log, write_naip_tile
 
 NAMES = resolve_mapping("chesapeake7").names
 US_SURVEY_FOOT = 1200 / 3937  # metres, by definition
@@ -60,24 +59,8 @@ REGION = [
 
 def write_image(path: Path, height: int, width: int, crs: str, pixel: float, corner, seed: int):
     image, _ = synthesize_scene(height, width, np.random.default_rng(seed))
-    with rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        height=height,
-        width=width,
-        count=4,
-        dtype="uint8",
-        crs=crs,
-        transform=Affine(pixel, 0, corner[0], 0, -pixel, corner[1]),
-        nodata=0,
-        compress="deflate",
-        tiled=True,
-        blockxsize=64,
-        blockysize=64,
-    ) as ds:
-        ds.write(image)
-    return path
+    options = {"compress": "deflate", "tiled": True, "blockxsize": 64, "blockysize": 64}
+    return write_naip_tile(path, image, crs, pixel, corner, **options)
 
 
 @pytest.fixture(scope="module")
