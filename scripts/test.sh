@@ -11,5 +11,11 @@ bash scripts/install-azurite.sh
 bash scripts/install-horovod.sh
 # the Horovod tests fail (rather than skip) if Horovod is missing
 export LANDCOVER_REQUIRE_HOROVOD=1
+# OpenMP threads that wait by spinning take the cores from the other test processes: with two
+# processes on two cores an in-process training ran 2x slower than alone; waiting passively,
+# 1.1x (docs/tests.md)
+if [[ "${LANDCOVER_TEST_PROCESSES:-auto}" != 0 ]]; then
+  export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
+fi
 # a test file stays on one process (--dist loadfile): its module fixtures are built once
 exec .venv/bin/python -m pytest -n "${LANDCOVER_TEST_PROCESSES:-auto}" --dist loadfile "$@"

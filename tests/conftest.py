@@ -311,23 +311,64 @@ def train_here(config) -> Path:
     return Path(config.run.out)
 
 
+def built_once(tmp_path_factory: pytest.TempPathFactory, name: str, build) -> Path:
+    """A folder every test process of this run shares, built by the first to need it.
+
+    Under pytest-xdist each process has its own session fixtures; a folder that costs a
+    training is built once for the whole run instead (the others wait on a file lock, then
+    read it). The folder is read-only to the tests.
+
+    Args:
+        tmp_path_factory: pytest's factory (its base folder's parent is common to the run).
+        name: The folder's name.
+        build: Builds the folder: ``build(folder)``.
+
+    Returns:
+        The folder.
+    """
+    from filelock import FileLock
+
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base
+    folder = shared / "built-once" / name
+    folder.parent.mkdir(parents=True, exist_ok=True)
+    with FileLock(str(folder) + ".lock"):
+        done = folder.with_name(name + ".done")
+        if not done.exists():
+            build(folder)
+            done.touch()
+    return folder
+
+
+def _shared_tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The tiny data (as :func:`tiny_data` writes it) in a folder all test processes share."""
+    return built_once(
+        tmp_path_factory,
+        "tiny-data",
+        lambda f: write_synthetic_dataset(f, tiles=8, size=128, seed=7),
+    )
+
+
 @pytest.fixture(scope="session")
-def trained_run(
-    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def trained_run(tiny_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A run folder with a tiny model trained on the tiny data (about 85 % pixel accuracy)."""
-    run = tmp_path_factory.mktemp("trained") / "run"
-    return train_here(one_worker_config(tiny_config, tiny_data, run, epochs=8, samples=128))
+    data = _shared_tiny_data(tmp_path_factory)
+
+    def build(folder: Path) -> None:
+        train_here(one_worker_config(tiny_config, data, folder, epochs=8, samples=128))
+
+    return built_once(tmp_path_factory, "trained", build)
 
 
 @pytest.fixture(scope="session")
-def quick_checkpoint(
-    tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
-) -> Path:
+def quick_checkpoint(tiny_config: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A checkpoint of one short epoch, for tests that need a valid model, not a good one."""
-    run = tmp_path_factory.mktemp("quick") / "run"
-    config = one_worker_config(tiny_config, tiny_data, run, epochs=1, samples=32)
-    return train_here(config) / "checkpoints" / "last.pt"
+    data = _shared_tiny_data(tmp_path_factory)
+
+    def build(folder: Path) -> None:
+        train_here(one_worker_config(tiny_config, data, folder, epochs=1, samples=32))
+
+    return built_once(tmp_path_factory, "quick", build) / "checkpoints" / "last.pt"
 
 
 @pytest.fixture(scope="session")
