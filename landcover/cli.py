@@ -92,7 +92,6 @@ def train(
 ) -> None:
     """Train a U-Net, data-parallel over --workers processes; resumes from the run folder."""
     from landcover.config import load_config
-    from landcover.training.launcher import train_main
 
     overrides: dict[str, Any] = {
         "data.root": data,
@@ -118,7 +117,10 @@ def train(
         "optim.accumulate": accumulate,
         "run.local_sgd_period": local_sgd_period,
     }
-    train_main(load_config(config, overrides, set_, flags={"data.root": "--data"}))
+    loaded = load_config(config, overrides, set_, flags={"data.root": "--data"})
+    from landcover.training.launcher import train_main  # torch and smp: after the config's checks
+
+    train_main(loaded)
 
 
 @app.command()

@@ -110,9 +110,29 @@ def _runs_here(args: tuple[str, ...], env: dict | None) -> bool:
     if any(a in _NOT_HERE or a.startswith(_NOT_HERE) for a in args):
         return False
     workers = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--workers"]
-    if args[0] == "train":  # a config file may ask for more workers: only an explicit 1
-        return workers == ["1"]
+    if args[0] == "train" and not workers:
+        return _one_worker_train(args)
     return all(w == "1" for w in workers)
+
+
+def _one_worker_train(args: tuple[str, ...]) -> bool:
+    """Whether a ``train`` with no ``--workers`` trains one worker (the default), i.e. neither
+    a ``--set run.*`` nor its ``--config`` file's ``run`` section changes the process layout
+    (a file that is missing or not YAML fails before any worker starts)."""
+    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--set", "--config")]
+    if any(v.startswith("run.") for v in values):
+        return False
+    for i, a in enumerate(args[:-1]):
+        if a == "--config":
+            try:
+                tree = yaml.safe_load(Path(args[i + 1]).read_text())
+            except (OSError, yaml.YAMLError):
+                continue
+            if isinstance(tree, dict) and isinstance(tree.get("run"), dict):
+                layout = {"workers", "nnodes", "workers_per_node", "engine", "compile"}
+                if layout & set(tree["run"]):
+                    return False
+    return True
 
 
 def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:

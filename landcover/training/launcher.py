@@ -24,7 +24,6 @@ from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
 from landcover.training.mlflow_log import mlflow_client_class, mlflow_enabled
 from landcover.training.runfolder import RunFolder
-from landcover.training.worker import run_worker, worker_entry
 
 log = logging.getLogger("landcover")
 
@@ -72,6 +71,8 @@ def train_main(config: Config) -> None:
     """
     external = env_from_environ()
     if external is not None:
+        from landcover.training.worker import run_worker
+
         try:
             run_worker(config, external)
         except Exception as exc:
@@ -91,6 +92,9 @@ def train_main(config: Config) -> None:
         mlflow_client_class()  # MLflow is installed, or one line now rather than after the data
     preflight(config)
     RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
+    # the model's libraries (smp, timm, torchvision: 2 s) load once the checks have passed
+    from landcover.training.worker import run_worker, worker_entry
+
     run = config.run
     if run.workers == 1 and run.nnodes == 1:
         run_worker(config, DistEnv())
