@@ -119,19 +119,17 @@ def _one_worker_train(args: tuple[str, ...]) -> bool:
     """Whether a ``train`` with no ``--workers`` trains one worker (the default), i.e. neither
     a ``--set run.*`` nor its ``--config`` file's ``run`` section changes the process layout
     (a file that is missing or not YAML fails before any worker starts)."""
-    values = [args[i + 1] for i, a in enumerate(args[:-1]) if a in ("--set", "--config")]
-    if any(v.startswith("run.") for v in values):
+    sets = [args[i + 1] for i, a in enumerate(args[:-1]) if a == "--set"]
+    if any(v.startswith("run.") for v in sets):
         return False
-    for i, a in enumerate(args[:-1]):
-        if a == "--config":
-            try:
-                tree = yaml.safe_load(Path(args[i + 1]).read_text())
-            except (OSError, yaml.YAMLError):
-                continue
-            if isinstance(tree, dict) and isinstance(tree.get("run"), dict):
-                layout = {"workers", "nnodes", "workers_per_node", "engine", "compile"}
-                if layout & set(tree["run"]):
-                    return False
+    layout = {"workers", "nnodes", "workers_per_node", "engine", "compile"}
+    for path in (args[i + 1] for i, a in enumerate(args[:-1]) if a == "--config"):
+        try:
+            run = yaml.safe_load(Path(path).read_text()).get("run")
+        except (OSError, yaml.YAMLError, AttributeError):
+            continue
+        if isinstance(run, dict) and layout & set(run):
+            return False
     return True
 
 

@@ -32,6 +32,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, NoReturn
 
+from torch.distributed.elastic.metrics import MetricData, MetricHandler
+
 from landcover.config import RunConfig
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, PeerFailureError, first_line
@@ -142,34 +144,28 @@ class _WorkerFailures(logging.Handler):
             log.warning("worker local rank %d (pid %d) %s", local_rank, pid, what)
 
 
-class _RestartNotices:
+class _RestartNotices(MetricHandler):
     """Announces each restart of the worker group, from torch elastic's own metrics.
 
     The agent publishes ``workers.<role>.remaining_restarts`` and then the group's state
     (``workers.<role>.failed`` or ``.unhealthy``) at every health check; a failed state with
     restarts remaining is a restart (torch's ``SimpleElasticAgent._invoke_run``).
+
+    Args:
+        max_restarts: The restarts the agent may make.
     """
 
     def __init__(self, max_restarts: int) -> None:
-        from torch.distributed.elastic.metrics import MetricHandler
-
         self.max_restarts = max_restarts
         self.remaining = max_restarts
-        notices = self
 
-        class Handler(MetricHandler):
-            def emit(self, metric_data: Any) -> None:
-                notices.on_metric(metric_data.name, int(metric_data.value))
-
-        self.handler = Handler()
-
-    def on_metric(self, name: str, value: int) -> None:
+    def emit(self, metric_data: MetricData) -> None:
         """Reads one metric the agent published.
 
         Args:
-            name: The metric's name, e.g. ``workers.default.remaining_restarts``.
-            value: Its value.
+            metric_data: Its name (e.g. ``workers.default.remaining_restarts``) and value.
         """
+        name, value = metric_data.name, int(metric_data.value)
         if name.endswith(".remaining_restarts"):
             self.remaining = value
         elif name.endswith((".failed", ".unhealthy")) and value and self.remaining > 0:
@@ -269,7 +265,7 @@ def launch_workers(
     for handler in list(elastic.handlers):
         elastic.removeHandler(handler)
     elastic.addHandler(_WorkerFailures())
-    metrics.configure(_RestartNotices(max_restarts).handler, group="torchelastic")
+    metrics.configure(_RestartNotices(max_restarts), group="torchelastic")
     # its "Terminating process ... via SIGTERM" notes are the shutdown we report ourselves
     logging.getLogger("torch.multiprocessing.spawn").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory(prefix="landcover-launch-") as tmp:

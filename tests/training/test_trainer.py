@@ -1,9 +1,9 @@
 """The trainer and the launcher in process: ``landcover train --workers 1`` without a subprocess.
 
 ``train_main`` (through ``conftest.train_here``) runs the one worker in this process (no
-DDP), as the CLI does for one worker. The expected values come from the test's own arithmetic and from reading the run folder's
-files back (metrics.jsonl, the checkpoint, the tiles' pixels through rasterio), not from
-the trainer.
+DDP), as the CLI does for one worker. The expected values come from the test's own
+arithmetic and from reading the run folder's files back (metrics.jsonl, the checkpoint, the
+tiles' pixels through rasterio), not from the trainer.
 """
 
 from __future__ import annotations
