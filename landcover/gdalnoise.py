@@ -8,6 +8,12 @@ last-resort handler prints. The error itself still reaches us as an exception, w
 
 - libtiff's process-wide error printer is switched off (:func:`silence_libtiff`); GDAL gets
   libtiff's errors through its own per-file handlers and raises them as before;
+- GDAL's process-wide error handler, which prints ``ERROR 1: ...`` lines, is replaced by its
+  quiet one (:func:`silence_gdal`). rasterio pushes a handler of its own (its log records)
+  only in a thread inside one of its ``Env`` contexts; predict's writer and reader threads
+  write and read open datasets outside one, and a full disk there printed
+  ``ERROR 1: TIFFAppendToStrip:Write error ...`` beside our one line. GDAL keeps the last
+  error per thread whatever the handler, so rasterio still raises it in the calling thread;
 - inside :func:`quiet_gdal`, rasterio's log records are held back, and replayed only if the
   block succeeds.
 """
@@ -24,6 +30,7 @@ from contextlib import contextmanager
 
 _lock = threading.Lock()
 _libtiff_silenced = False
+_gdal_silenced = False
 _held: dict[int, list[logging.LogRecord]] = {}
 """Records held back per thread inside :func:`quiet_gdal`."""
 
@@ -54,6 +61,59 @@ def silence_libtiff() -> bool:
         return _libtiff_silenced
 
 
+def _loaded_library(prefix: str) -> ctypes.CDLL | None:
+    """The shared library this process loaded whose file name starts with ``prefix``.
+
+    Looks in ``/proc/self/maps`` (the copy rasterio itself uses, bundled or the system's),
+    then in rasterio's bundled libraries.
+    """
+    import rasterio  # loads GDAL
+
+    paths: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            paths = [line.split()[-1] for line in maps if len(line.split()) >= 6]
+    except OSError:
+        pass
+    libs = os.path.join(os.path.dirname(os.path.dirname(rasterio.__file__)), "rasterio.libs")
+    paths += sorted(glob.glob(os.path.join(libs, f"{prefix}*.so*")))
+    for path in paths:
+        if os.path.basename(path).startswith(prefix):
+            try:
+                return ctypes.CDLL(path)
+            except OSError:
+                continue
+    return None
+
+
+def silence_gdal() -> bool:
+    """Makes GDAL's process-wide error handler its quiet one (idempotent).
+
+    Threads outside rasterio's ``Env`` contexts then print nothing; a handler that is not
+    GDAL's default printer (one the embedding program set) is left in place.
+
+    Returns:
+        True if GDAL's handler is the quiet one now.
+    """
+    global _gdal_silenced
+    with _lock:
+        if _gdal_silenced:
+            return True
+        gdal = _loaded_library("libgdal")
+        if gdal is None:
+            return False
+        gdal.CPLSetErrorHandler.restype = ctypes.c_void_p
+        gdal.CPLSetErrorHandler.argtypes = [ctypes.c_void_p]
+        quiet = ctypes.cast(gdal.CPLQuietErrorHandler, ctypes.c_void_p).value
+        printer = ctypes.cast(gdal.CPLDefaultErrorHandler, ctypes.c_void_p).value
+        previous = gdal.CPLSetErrorHandler(quiet)
+        if previous not in (None, printer, quiet):
+            gdal.CPLSetErrorHandler(previous)  # not ours to replace
+            return False
+        _gdal_silenced = True
+        return True
+
+
 class _Holder(logging.Handler):
     """Holds rasterio's records of threads inside :func:`quiet_gdal`; passes on the others."""
 
@@ -82,12 +142,13 @@ def quiet_gdal() -> Iterator[None]:
 
     rasterio's log records of this thread are held back and replayed when the block ends
     without an error (its errors are reported by whoever catches them); libtiff's own printer
-    is switched off for good.
+    and GDAL's process-wide one are switched off for good.
 
     Yields:
         Nothing; wrap the writes.
     """
     silence_libtiff()
+    silence_gdal()
     ident = threading.get_ident()
     with _lock:
         _install_holder()

@@ -138,12 +138,15 @@ def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
 
     The exit code, stdout and stderr are those the command would give as a process: ``main``'s
     ``SystemExit`` code, and an uncaught exception's traceback on stderr with code 1 (as
-    Python prints it). The working folder, environment, argv, torch's thread count and the
-    signal handlers are put back afterwards.
+    Python prints it). What C libraries print straight to file descriptors 1 and 2 (GDAL's
+    ``ERROR 1: ...``, libtiff's messages) is captured too, after Python's own output. The
+    working folder, environment, argv, torch's thread count and the signal handlers are put
+    back afterwards.
     """
     import contextlib
     import io
     import signal
+    import tempfile
     import traceback
 
     import torch
@@ -158,7 +161,17 @@ def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
         os.chdir(REPO)
         os.environ["PYTHONUNBUFFERED"] = "1"
         sys.argv = ["landcover", *args]
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with (
+            tempfile.TemporaryFile() as c_out,
+            tempfile.TemporaryFile() as c_err,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            sys.__stdout__.flush()
+            sys.__stderr__.flush()
+            kept = os.dup(1), os.dup(2)
+            os.dup2(c_out.fileno(), 1)
+            os.dup2(c_err.fileno(), 2)
             try:
                 cli.main()
             except SystemExit as exc:
@@ -168,6 +181,14 @@ def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
             except BaseException:  # what Python prints for an uncaught exception
                 traceback.print_exc()
                 code = 1
+            finally:
+                os.dup2(kept[0], 1)
+                os.dup2(kept[1], 2)
+                os.close(kept[0])
+                os.close(kept[1])
+            for stream, raw in ((out, c_out), (err, c_err)):
+                raw.seek(0)
+                stream.write(raw.read().decode(errors="replace"))
     finally:
         os.chdir(saved[0])
         os.environ.clear()

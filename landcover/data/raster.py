@@ -25,6 +25,7 @@ from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
 from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
 from landcover.errors import DataError, first_line
+from landcover.gdalnoise import silence_gdal
 
 # NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
 # the nodata value and a per-dataset mask (see nodata_mask), which is what rasterio warns about.
@@ -82,6 +83,7 @@ def open_raster(path: str, data: bytes | None = None) -> Iterator[rasterio.io.Da
     """
     from landcover import storage
 
+    silence_gdal()  # reads in threads outside rasterio's Env print no raw GDAL lines
     memfile = None
     try:
         if data is None and storage.is_remote(path):

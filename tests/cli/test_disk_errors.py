@@ -194,6 +194,29 @@ def test_predict_full_disk(tiny_disk: Path, tile_512: Path, checkpoint: Path) ->
         assert_no_partial_file(tiny_disk)
 
 
+def test_predict_disk_full_in_the_writer_thread(
+    tiny_disk: Path, tmp_path: Path, checkpoint: Path
+) -> None:
+    """A 700 px tile passes the preflight (its scratch maps' pixels fit) but its tiled scratch
+    files (blocks padded to 768 px) and their overviews do not: the writes fail in predict's
+    writer thread, where GDAL has no handler of rasterio's and would print its own lines."""
+    from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.inference.writers import scratch_bytes
+
+    write_synthetic_dataset(tmp_path, tiles=1, size=700, seed=4, prefix="odd")
+    tile = tmp_path / "odd_000_naip.tif"
+    need = scratch_bytes(700, 700, 6, "uint8")
+    out = tiny_disk / "maps"
+    args = ("predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
+    for free in (need * 11 // 10, need * 12 // 10, need * 13 // 10):
+        shutil.rmtree(out, ignore_errors=True)
+        (tiny_disk / "filler").unlink(missing_ok=True)
+        fill_leaving(tiny_disk, free)
+        result = run_cli(*args)
+        assert_clean_failure(result, str(out), "no space left on device")
+        assert_no_partial_file(tiny_disk)
+
+
 def test_train_two_workers_full_disk(tiny_disk: Path, tiny_data: Path, tiny_config: Path) -> None:
     out = tiny_disk / "run"
     # the run starts (the preflight passes); its first checkpoint (about 50 MB) cannot fit
