@@ -1,4 +1,4 @@
-"""OpenMP's wait policy for landcover's processes: idle pool threads sleep instead of spinning.
+"""Threads of landcover's processes: OpenMP's passive wait policy, and the cores a process may use.
 
 torch's CPU kernels run on an OpenMP thread pool (GNU libgomp in PyPI's wheels) whose threads,
 by default, keep spinning for a while after every parallel region, waiting for the next one.
@@ -36,3 +36,14 @@ def passive_openmp() -> bool:
         return False
     os.environ[ENV] = POLICY
     return True
+
+
+def usable_cores() -> int:
+    """The CPU cores this process may run on (its affinity mask where the OS has one).
+
+    Returns:
+        At least 1.
+    """
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1

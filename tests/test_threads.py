@@ -77,3 +77,24 @@ def test_the_users_own_policy_is_kept(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv(ENV)
     assert passive_openmp() is True
     assert os.environ[ENV] == POLICY
+
+
+CORES_PROBE = "from landcover.threads import usable_cores; print(usable_cores())"
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to take one away")
+def test_usable_cores_follow_the_affinity_mask() -> None:
+    """A process pinned to one core (as Slurm's cpusets or taskset pin it) counts one core."""
+    first = min(os.sched_getaffinity(0))
+    pinned = subprocess.run(
+        [sys.executable, "-c", CORES_PROBE],
+        capture_output=True,
+        text=True,
+        check=True,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
+    )
+    assert pinned.stdout.strip() == "1"
+    free = subprocess.run(
+        [sys.executable, "-c", CORES_PROBE], capture_output=True, text=True, check=True
+    )
+    assert int(free.stdout) == len(os.sched_getaffinity(0)) >= 2

@@ -50,6 +50,7 @@ from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import totals_line, write_summary
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
+from landcover.threads import usable_cores
 
 log = logging.getLogger("landcover")
 
@@ -324,7 +325,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)
     if env.distributed:
-        torch.set_num_threads(max(1, (os.cpu_count() or 1) // env.local_world_size))
+        torch.set_num_threads(max(1, usable_cores() // env.local_world_size))
     comm.join(env, spec.job.timeout_s)
     try:
         started = time.perf_counter()

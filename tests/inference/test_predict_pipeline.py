@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -202,3 +203,39 @@ def test_mapper_publishes_every_tile_before_close(checkpoint: Path, tmp_path: Pa
         f"t{i}_naip_{kind}.tif" for i in range(3) for kind in ("class", "prob")
     )
     assert _landcover_threads() == []
+
+
+def _map_bytes(path: Path) -> list[bytes]:
+    """Every level of a map (pixels and masks), full resolution first."""
+    levels = []
+    with rasterio.open(path) as ds:
+        count = len(ds.overviews(1))
+    for level in range(-1, count):
+        kwargs = {} if level < 0 else {"overview_level": level}
+        with rasterio.open(path, **kwargs) as ds:
+            levels.append(ds.read().tobytes() + ds.read_masks().tobytes())
+    return levels
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to take one away")
+def test_one_core_publishes_the_same_maps(checkpoint: Path, tmp_path: Path) -> None:
+    """With one core the two COGs are copied one after the other, with more side by side."""
+    tile = _tile(tmp_path, "cores", 700, 600, seed=11)
+    args = ["predict", str(tile), "--checkpoint", str(checkpoint), "--window", "256"]
+    first = min(os.sched_getaffinity(0))
+    one = subprocess.run(
+        [sys.executable, "-m", "landcover", *args, "--out", str(tmp_path / "one")],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
+    )
+    assert one.returncode == 0, one.stderr
+    both = run_cli(*args, "--out", str(tmp_path / "both"))
+    assert both.returncode == 0, both.stderr
+    for kind in ("class", "prob"):
+        name = f"cores_naip_{kind}.tif"
+        levels = _map_bytes(tmp_path / "one" / name)
+        assert len(levels) > 1  # overviews too
+        assert levels == _map_bytes(tmp_path / "both" / name)
