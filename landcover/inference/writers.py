@@ -348,6 +348,9 @@ class MapWriter:
             with write_errors(self.label):
                 self.pyramid.finish()  # the last rows of odd heights
         self.close()
+        # one copy after the other: side by side in two threads they took 7 % less wall time
+        # on 2 cores, but on a full disk rasterio mixed up the two threads' GDAL errors
+        # (SystemError, or a DataError for the disk-full one) at 8 of 15 fill levels
         publish_cog(self.class_path, class_dst, "NEAREST", CLASS_COMPRESSION)
         if self.prob_path is None or prob_dst is None or self.pyramid is None:
             return
