@@ -218,7 +218,7 @@ def _map_bytes(path: Path) -> list[bytes]:
 
 
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to take one away")
-def test_one_core_publishes_the_same_maps(checkpoint: Path, tmp_path: Path) -> None:
+def test_one_core_gives_the_same_maps(checkpoint: Path, tmp_path: Path) -> None:
     """A tile mapped on one core (torch's and GDAL's threads follow the affinity mask) gives
     the same maps, every COG level, as on all cores."""
     tile = _tile(tmp_path, "cores", 700, 600, seed=11)
