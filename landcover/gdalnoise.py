@@ -45,45 +45,47 @@ def silence_libtiff() -> bool:
     with _lock:
         if _libtiff_silenced:
             return True
-        import rasterio
-
-        libs = os.path.join(os.path.dirname(os.path.dirname(rasterio.__file__)), "rasterio.libs")
-        for candidate in [*sorted(glob.glob(os.path.join(libs, "libtiff*.so*"))), "libtiff.so.6"]:
-            try:
-                libtiff = ctypes.CDLL(candidate)
-            except OSError:
-                continue
+        libtiff = _rasterio_library("libtiff", ["libtiff.so.6"])
+        if libtiff is not None:
             libtiff.TIFFSetErrorHandler.restype = ctypes.c_void_p
             libtiff.TIFFSetErrorHandler.argtypes = [ctypes.c_void_p]
             libtiff.TIFFSetErrorHandler(None)
             _libtiff_silenced = True
-            break
         return _libtiff_silenced
 
 
-def _loaded_library(prefix: str) -> ctypes.CDLL | None:
-    """The shared library this process loaded whose file name starts with ``prefix``.
+def _rasterio_library(prefix: str, fallbacks: list[str]) -> ctypes.CDLL | None:
+    """The shared library rasterio uses whose file name starts with ``prefix``.
 
-    Looks in ``/proc/self/maps`` (the copy rasterio itself uses, bundled or the system's),
-    then in rasterio's bundled libraries.
+    rasterio's bundled copy (``rasterio.libs``, as in its PyPI wheels) comes first: other
+    wheels (fiona's GDAL, Pillow's libtiff) may load copies of their own into the process.
+
+    Args:
+        prefix: The start of the library's file name, e.g. ``libgdal``.
+        fallbacks: Names or paths to try next (a system build of rasterio).
+
+    Returns:
+        The library, or ``None`` when none loads.
     """
     import rasterio  # loads GDAL
 
-    paths: list[str] = []
+    libs = os.path.join(os.path.dirname(os.path.dirname(rasterio.__file__)), "rasterio.libs")
+    for candidate in [*sorted(glob.glob(os.path.join(libs, f"{prefix}*.so*"))), *fallbacks]:
+        try:
+            return ctypes.CDLL(candidate)
+        except OSError:
+            continue
+    return None
+
+
+def _mapped_libraries(prefix: str) -> list[str]:
+    """Paths of this process's mapped files whose name starts with ``prefix`` (Linux)."""
     try:
         with open("/proc/self/maps") as maps:
-            paths = [line.split()[-1] for line in maps if len(line.split()) >= 6]
+            paths = {line.split()[-1] for line in maps if len(line.split()) >= 6}
     except OSError:
-        pass
-    libs = os.path.join(os.path.dirname(os.path.dirname(rasterio.__file__)), "rasterio.libs")
-    paths += sorted(glob.glob(os.path.join(libs, f"{prefix}*.so*")))
-    for path in paths:
-        if os.path.basename(path).startswith(prefix):
-            try:
-                return ctypes.CDLL(path)
-            except OSError:
-                continue
-    return None
+        return []
+    return sorted(p for p in paths if os.path.basename(p).startswith(prefix))
 
 
 def silence_gdal() -> bool:
@@ -99,7 +101,7 @@ def silence_gdal() -> bool:
     with _lock:
         if _gdal_silenced:
             return True
-        gdal = _loaded_library("libgdal")
+        gdal = _rasterio_library("libgdal", _mapped_libraries("libgdal"))
         if gdal is None:
             return False
         gdal.CPLSetErrorHandler.restype = ctypes.c_void_p
