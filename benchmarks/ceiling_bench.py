@@ -511,6 +511,27 @@ def goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
             )
         )
     found += _scaling_goals(rows, threads)
+    for r in top:  # GDAL alone writing the same COGs: the bound on a single tile's scaling
+        one = next(
+            (
+                o
+                for o in rows
+                if o["threads"] == 1 and (o["input"], o["outputs"]) == (r["input"], r["outputs"])
+            ),
+            None,
+        )
+        if one is None or threads < 2:
+            continue
+        found.append(
+            Goal(
+                "ceiling",
+                f"I/O floor 2 threads / 1 thread, {r['input']} input, {r['outputs']}",
+                round(one["floor_s"] / r["floor_s"], 2),
+                "report",
+                None,
+                f"{one['floor_s']} -> {r['floor_s']} s",
+            )
+        )
     for r in rows:
         if r["threads"] != 1 or r["input"] != "deflate":
             continue
