@@ -2,7 +2,10 @@
 
 import json
 import math
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,7 +15,7 @@ import yaml
 from landcover.checkpoint import load_checkpoint
 from landcover.inference.loader import load_inference_model
 
-from conftest import run_cli, train_args
+from conftest import REPO, run_cli, train_args
 
 FIELDS = {
     "epoch",
@@ -151,6 +154,28 @@ def test_single_worker_runs_in_process_without_ddp(
     record = json.loads((run / "metrics.jsonl").read_text())
     assert record["workers"] == 1
     assert set(record["val_iou"]) == {"water", "forest", "field", "impervious"}
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to take one away")
+def test_a_worker_pinned_to_one_core_runs_one_thread(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """A job pinned to some cores of a node (Slurm's cpusets, taskset) sizes its threads to them."""
+    run = tmp_path / "run"
+    first = min(os.sched_getaffinity(0))
+    args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1")
+    result = subprocess.run(
+        [sys.executable, "-m", "landcover", *args, "--samples-per-epoch", "16"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=REPO,
+        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
+    )
+    assert result.returncode == 0, result.stderr
+    started = re.search(r"rank 0/1: pid \d+, local rank 0, (\d+) threads", result.stderr)
+    assert started, result.stderr
+    assert started.group(1) == "1"  # not the node's len(os.sched_getaffinity) >= 2
 
 
 def test_data_synth_cli(tmp_path: Path) -> None:
