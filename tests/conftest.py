@@ -201,17 +201,19 @@ def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
 
 
 def run_cli(
-    *args: str, timeout: float = 300, env: dict | None = None
+    *args: str, timeout: float = 300, env: dict | None = None, one_core: bool = False
 ) -> subprocess.CompletedProcess:
     """Runs ``landcover ARGS`` and captures its exit code and output.
 
     A command of one process runs through the CLI's ``main`` in this process (no interpreter
-    and torch start, see :func:`_runs_here`); any other as a real ``python -m landcover``
-    subprocess.
+    and torch start, see :func:`_runs_here`); any other, or any with ``one_core``, as a real
+    ``python -m landcover`` subprocess. ``one_core`` pins it to one core of this process's
+    affinity mask, as Slurm's cpusets or ``taskset`` pin a job.
     """
-    if _runs_here(args, env):
+    if not one_core and _runs_here(args, env):
         return _run_here(args)
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
+    first = min(os.sched_getaffinity(0))
     return subprocess.run(
         [sys.executable, "-m", "landcover", *args],
         capture_output=True,
@@ -219,6 +221,7 @@ def run_cli(
         timeout=timeout,
         env=full_env,
         cwd=REPO,
+        preexec_fn=(lambda: os.sched_setaffinity(0, {first})) if one_core else None,
     )
 
 

@@ -223,15 +223,7 @@ def test_one_core_gives_the_same_maps(checkpoint: Path, tmp_path: Path) -> None:
     the same maps, every COG level, as on all cores."""
     tile = _tile(tmp_path, "cores", 700, 600, seed=11)
     args = ["predict", str(tile), "--checkpoint", str(checkpoint), "--window", "256"]
-    first = min(os.sched_getaffinity(0))
-    one = subprocess.run(
-        [sys.executable, "-m", "landcover", *args, "--out", str(tmp_path / "one")],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
-    )
+    one = run_cli(*args, "--out", str(tmp_path / "one"), one_core=True)
     assert one.returncode == 0, one.stderr
     both = run_cli(*args, "--out", str(tmp_path / "both"))
     assert both.returncode == 0, both.stderr

@@ -4,8 +4,6 @@ import json
 import math
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,7 @@ import yaml
 from landcover.checkpoint import load_checkpoint
 from landcover.inference.loader import load_inference_model
 
-from conftest import REPO, run_cli, train_args
+from conftest import run_cli, train_args
 
 FIELDS = {
     "epoch",
@@ -162,16 +160,8 @@ def test_a_worker_pinned_to_one_core_runs_one_thread(
 ) -> None:
     """A job pinned to some cores of a node (Slurm's cpusets, taskset) sizes its threads to them."""
     run = tmp_path / "run"
-    first = min(os.sched_getaffinity(0))
     args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1")
-    result = subprocess.run(
-        [sys.executable, "-m", "landcover", *args, "--samples-per-epoch", "16"],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=REPO,
-        preexec_fn=lambda: os.sched_setaffinity(0, {first}),
-    )
+    result = run_cli(*args, "--samples-per-epoch", "16", one_core=True)
     assert result.returncode == 0, result.stderr
     started = re.search(r"rank 0/1: pid \d+, local rank 0, (\d+) threads", result.stderr)
     assert started, result.stderr
