@@ -116,3 +116,26 @@ def _fmt(value: Any) -> str:
     if isinstance(value, float):
         return f"{value:.3g}" if abs(value) < 1000 else f"{value:,.0f}"
     return str(value)
+
+
+def load_bench_config(path: Path, overrides: dict[str, Any] | None = None) -> Any:
+    """A config for a benchmark that builds the training loss without training data.
+
+    ``optim.loss.class_weights: auto`` is resolved from the data when training starts; here it
+    becomes one weight of 1 per class (weights of the same length cost the same, whatever
+    their values).
+
+    Args:
+        path: The YAML config.
+        overrides: ``section.key`` overrides, as ``load_config`` takes them.
+
+    Returns:
+        The :class:`landcover.config.Config`.
+    """
+    from landcover.config import load_config
+
+    config = load_config(path, overrides or {})
+    if config.optim.loss.class_weights == "auto":
+        weights = [1.0] * config.data.classes.num_classes
+        config = load_config(path, {**(overrides or {}), "optim.loss.class_weights": weights})
+    return config

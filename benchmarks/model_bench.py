@@ -46,7 +46,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, Goal, write_results
+from common import REPO, RESULTS, Goal, load_bench_config, write_results
 
 from landcover.cluster import costmodel as cm
 from landcover.cluster import gpus
@@ -191,10 +191,9 @@ def measure_step_here(model: nn.Module, batch: int = 2) -> dict[str, Any]:
     Returns:
         ``step_s``, ``batch``, ``params`` and the source, for this machine's CPU (or GPU).
     """
-    from landcover.config import load_config
     from landcover.training.losses import SegmentationLoss
 
-    config = load_config(CONFIG)
+    config = load_bench_config(CONFIG)
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     classes, bands, patch = (
         config.data.classes.num_classes,

@@ -49,13 +49,20 @@ from typing import Any
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, Goal, write_results
+from common import REPO, RESULTS, Goal, load_bench_config, write_results
 
 CPU_CONFIG = REPO / "configs" / "cpu.yaml"
 GPU_CONFIG = REPO / "configs" / "default.yaml"
 PART = "scaling"
 GOAL_EFFICIENCY = 0.85
 RUN_TIMEOUT_S = 600.0
+
+GPU_VARIANTS = (
+    ("fp32", False, False),
+    ("bf16+channels_last", True, False),
+    ("bf16+channels_last+compile", True, True),
+)
+"""The 1-GPU training variants: label, bf16 autocast + channels_last, ``torch.compile``."""
 
 # Peak dense bf16 tensor-core FLOP/s by device name (first match wins).
 PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (
@@ -301,11 +308,10 @@ def train_flops_per_sample(config_file: Path) -> float:
     """
     from torch.utils.flop_counter import FlopCounterMode
 
-    from landcover.config import load_config
     from landcover.models import build_model
     from landcover.training.losses import SegmentationLoss
 
-    config = load_config(config_file)
+    config = load_bench_config(config_file)
     classes = config.data.classes.num_classes
     model = build_model(config.model, len(config.data.bands), classes).to("meta")
     criterion = SegmentationLoss(config.optim.loss, classes).to("meta")
@@ -339,6 +345,7 @@ def model_samples_per_s(
     channels_last: bool,
     batch: int,
     seconds: float,
+    compiled: bool = False,
 ) -> float:
     """Training samples/s of the bare model on one device, without the input pipeline.
 
@@ -352,16 +359,17 @@ def model_samples_per_s(
         channels_last: channels_last model and input.
         batch: Samples per step.
         seconds: About how long to time.
+        compiled: The model under ``torch.compile`` (``run.compile``); the warm-up steps
+            pay the compile time.
 
     Returns:
         Samples per second.
     """
-    from landcover.config import load_config
-    from landcover.models import build_model
+    from landcover.models import build_model, compile_model
     from landcover.training.losses import SegmentationLoss
     from landcover.training.step import accumulation_step, build_optimizer
 
-    config = load_config(config_file)
+    config = load_bench_config(config_file)
     classes = config.data.classes.num_classes
     patch, bands = config.data.patch_size, len(config.data.bands)
     torch.manual_seed(0)
@@ -370,6 +378,8 @@ def model_samples_per_s(
     if channels_last:
         model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
+    if compiled:
+        model = compile_model(model, "training")
     y = torch.randint(0, classes, (batch, patch, patch), device=device)
     criterion = SegmentationLoss(config.optim.loss, classes).to(device)
     optimizer = build_optimizer(model.parameters(), config)
@@ -438,7 +448,8 @@ def measure_cpu(sizes: Sizes, work: Path) -> dict[str, Any]:
 
 
 def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any]:
-    """1-GPU training throughput, fp32 versus bf16 autocast + channels_last, and MFU.
+    """1-GPU training throughput, fp32 versus bf16 autocast + channels_last (eager and
+    compiled, ``run.compile``), and MFU.
 
     Args:
         sizes: Run sizes.
@@ -465,24 +476,34 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         "train_flops_per_sample": flops,
         "precisions": {},
     }
-    for label, on in (("fp32", False), ("bf16+channels_last", True)):
+    for label, on, compiled in GPU_VARIANTS:
         flag = str(on).lower()
         m = train(
             data,
-            work / f"gpu-{'bf16' if on else 'fp32'}",
+            work / f"gpu-{label.replace('+', '-')}",
             1,
             ("--batch-size", str(sizes.gpu_batch)),
             sizes.gpu_epochs,
             sizes.gpu_samples_per_epoch,
             config=GPU_CONFIG,
             device=device,
-            sets=(f"run.bf16={flag}", f"run.channels_last={flag}"),
+            sets=(
+                f"run.bf16={flag}",
+                f"run.channels_last={flag}",
+                f"run.compile={str(compiled).lower()}",
+            ),
         )
         bare: float | None = None
         bare_error = None
         try:
             bare = model_samples_per_s(
-                GPU_CONFIG, torch.device(device), on, on, sizes.gpu_batch, sizes.gpu_model_seconds
+                GPU_CONFIG,
+                torch.device(device),
+                on,
+                on,
+                sizes.gpu_batch,
+                sizes.gpu_model_seconds,
+                compiled,
             )
         except (RuntimeError, ValueError) as exc:  # out of memory, unsupported kernel
             bare_error = str(exc).splitlines()[0][:300]

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # GPU checks, on a machine with a CUDA GPU: the cuda-marked tests, a short real training run and
-# prediction on CUDA, and the benchmark's GPU parts (bf16 vs fp32 training samples/s and model
-# FLOPs utilisation from the scaling part; predict throughput from the predict part).
+# prediction on CUDA, and the benchmark's GPU parts (fp32, bf16 and bf16 + torch.compile
+# training samples/s and model FLOPs utilisation from the scaling part; predict throughput from
+# the predict part; the training feed's headroom from the feed part).
 # Everything it measures lands in benchmarks/results/gpu/ (commit it).
 # Usage: bash scripts/gpu-check.sh            (PYTHON=... to use another environment's python)
+# On a lent GPU machine with no internet (docs/guide/devices.md): run scripts/device-wheels.sh
+# here first, carry .whl, and there:
+#   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
+#   PYTHONPATH=/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [[ -z "${PYTHON:-}" ]]; then
@@ -38,5 +43,5 @@ SAMPLE=$("$PYTHON" -m landcover data sample)
 cp "$WORK/run/metrics.jsonl" "$OUT/train-metrics.jsonl"
 
 echo "== benchmark GPU parts"
-"$PYTHON" benchmarks/run.py scaling predict --quick --out "$OUT" 2>&1 | tee "$OUT/benchmark.txt"
+"$PYTHON" benchmarks/run.py scaling predict feed --quick --out "$OUT" 2>&1 | tee "$OUT/benchmark.txt"
 echo "gpu-check: results in $OUT"
