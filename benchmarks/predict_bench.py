@@ -23,6 +23,11 @@ tile's time by stage (``predict_stages``), its process CPU seconds against the f
 seconds, and ``ratio`` without the COG conversion after the last strip (``steady``: what a
 job of many tiles approaches, where that conversion overlaps the next tile's prediction).
 
+On a machine with a CUDA GPU (``scripts/gpu-check.sh`` runs ``--quick``), the large tile is
+also predicted on the GPU with the real default model whatever ``--quick`` says, once with the
+probability map and once with ``--no-probs``, COGs written: one GPU's Mpx/s for each (report
+rows), and the ratio to the bare forward with probabilities (a goal).
+
 Memory (the goal: <= 1.5x for 11.25x the area): peak resident memory of ``landcover predict``
 on each tile, each in its own process (the kernel's rusage of that process alone).
 
@@ -118,7 +123,9 @@ class PredictRun:
     peak_rss_mb: float
 
 
-def run_predict(tile: Path, checkpoint: Path, out: Path, device: str = "cpu") -> PredictRun:
+def run_predict(
+    tile: Path, checkpoint: Path, out: Path, device: str = "cpu", probs: bool = True
+) -> PredictRun:
     """Runs ``landcover predict`` on one tile in its own process.
 
     Args:
@@ -126,6 +133,7 @@ def run_predict(tile: Path, checkpoint: Path, out: Path, device: str = "cpu") ->
         checkpoint: The checkpoint.
         out: Output folder (maps of an earlier run are overwritten).
         device: ``cpu`` or ``cuda``.
+        probs: Write the probability map too (``--no-probs`` when False).
 
     Returns:
         Its times and peak memory.
@@ -137,6 +145,7 @@ def run_predict(tile: Path, checkpoint: Path, out: Path, device: str = "cpu") ->
         sys.executable, "-m", "landcover", "predict", str(tile), "--checkpoint", str(checkpoint),
         "--out", str(out), "--device", device, "--no-preview",
         "--overwrite",  # the maps of an earlier run would be skipped as complete
+        *([] if probs else ["--no-probs"]),
     ]  # fmt: skip
     start = time.perf_counter()
     # Linux carries a process's peak RSS across exec, so a child forked from this (large)
@@ -275,7 +284,13 @@ def tile_size(tile: Path) -> tuple[str, float]:
 
 
 def throughput_rounds(
-    im: InferenceModel, model: str, tile: Path, checkpoint: Path, cache: Path, quick: bool
+    im: InferenceModel,
+    model: str,
+    tile: Path,
+    checkpoint: Path,
+    cache: Path,
+    quick: bool,
+    probs: bool = True,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """Predicts the large tile in rounds, the bare forward sampled before and after each.
 
@@ -286,6 +301,7 @@ def throughput_rounds(
         checkpoint: Its checkpoint.
         cache: Where the maps go.
         quick: One round (the command) and fewer forward calls per sample.
+        probs: Write the probability map too (``--no-probs`` when False).
 
     The device is the model's (``im.device``).
 
@@ -302,16 +318,22 @@ def throughput_rounds(
     rows: list[dict[str, Any]] = []
     stages: list[dict[str, Any]] = []
     for number, kind in enumerate(kinds, start=1):
-        folder = cache / f"out-{model}-{kind}-{im.device.type}"
+        folder = cache / f"out-{model}-{kind}-{im.device.type}{'' if probs else '-class'}"
         load = os.getloadavg()[0]
-        row: dict[str, Any] = {"round": number, "kind": kind, "model": model, "tile": size}
+        row: dict[str, Any] = {
+            "round": number,
+            "kind": kind,
+            "model": model,
+            "tile": size,
+            "outputs": "class+prob" if probs else "class",
+        }
         if kind == "command":
-            run = run_predict(tile, checkpoint, folder, im.device.type)
+            run = run_predict(tile, checkpoint, folder, im.device.type, probs)
             tile_seconds, publish, tile_cpu = run.tile_seconds, None, None
             row["process_seconds"] = round(run.process_seconds, 1)
             row["peak_rss_mb"] = round(run.peak_rss_mb)
         else:
-            profile = profile_tile(str(tile), im, str(folder))
+            profile = profile_tile(str(tile), im, str(folder), probs=probs)
             tile_seconds, tile_cpu = profile.wall, profile.cpu
             publish = profile.stages["publish"][0]
             row["process_seconds"], row["peak_rss_mb"] = None, None
@@ -445,10 +467,7 @@ def speed_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
     small_run = run_predict(small, checkpoint, cache / f"out-{model}-small")
     rounds, stages = throughput_rounds(im, model, large, checkpoint, cache, quick)
     if torch.cuda.is_available():
-        gpu = load_inference_model(checkpoint, "cuda")
-        gpu_rows, _ = throughput_rounds(gpu, model, large, checkpoint, cache, True)
-        rounds += [{**r, "kind": f"{r['kind']} cuda"} for r in gpu_rows]
-        del gpu
+        rounds += device_rounds(large, cache)
     cpu_rounds = [r for r in rounds if "cuda" not in r["kind"]]
     large_rss = max(r["peak_rss_mb"] for r in cpu_rounds if r["peak_rss_mb"] is not None)
     growth = large_rss / small_run.peak_rss_mb
@@ -469,9 +488,21 @@ def speed_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
         ),
         ratio_goal(cpu_rounds, "cpu"),
     ]
-    gpu_rounds = [r for r in rounds if "cuda" in r["kind"]]
+    gpu_rounds = [r for r in rounds if "cuda" in r["kind"] and r["outputs"] == "class+prob"]
     if gpu_rounds:
         goals.append(ratio_goal(gpu_rounds, "cuda"))
+    for r in rounds:
+        if "cuda" in r["kind"]:
+            goals.append(
+                Goal(
+                    "predict",
+                    f"predict Mpx/s on one GPU, {r['model']} model, {r['outputs']}, COGs written",
+                    round(r["mpx_per_s"], 2),
+                    "report",
+                    None,
+                    f"{r['tile']} tile; bare forward {r['forward_mpx_per_s']:.2f} Mpx/s",
+                )
+            )
     extra = {
         "goal_memory_growth": MEMORY_GOAL,
         "goal_ratio": RATIO_GOAL,
@@ -514,6 +545,28 @@ def tta_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
     ]
     write_results("predict_tta", tta, {}, out, goals)
     return goals
+
+
+def device_rounds(tile: Path, cache: Path, device: str = "cuda") -> list[dict[str, Any]]:
+    """predict on the device with the real default model (``configs/default.yaml``, random
+    weights), with and without the probability map, one round each.
+
+    Args:
+        tile: The large tile.
+        cache: Where the checkpoint and maps go.
+        device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
+
+    Returns:
+        The rows, their ``kind`` ending in the device.
+    """
+    checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", cache)
+    im = load_inference_model(checkpoint, device)
+    rows = []
+    for probs in (True, False):
+        made, _ = throughput_rounds(im, "default", tile, checkpoint, cache, True, probs)
+        rows += [{**r, "kind": f"{r['kind']} {device}"} for r in made]
+    del im
+    return rows
 
 
 def ratio_goal(rounds: list[dict[str, Any]], device: str) -> Goal:
