@@ -192,8 +192,11 @@ def sustained_once(
     stand-in's logits, the thread pools).
 
     Returns:
-        The wall seconds per tile and the process's CPU seconds per tile.
+        The wall seconds per tile, the process's CPU seconds per tile, and the steady state's
+        seconds per tile (``count`` >= 4: the first and the last finished tiles left out).
     """
+    if count < 4:
+        raise ValueError(f"a steady state needs 4 tiles or more, not {count}")
     from landcover.inference.options import PredictOptions
     from landcover.inference.predict import TileMapper
 
@@ -512,14 +515,7 @@ def goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
         )
     found += _scaling_goals(rows, threads)
     for r in top:  # GDAL alone writing the same COGs: the bound on a single tile's scaling
-        one = next(
-            (
-                o
-                for o in rows
-                if o["threads"] == 1 and (o["input"], o["outputs"]) == (r["input"], r["outputs"])
-            ),
-            None,
-        )
+        one = _one_thread_row(rows, r)
         if one is None or threads < 2:
             continue
         found.append(
@@ -550,19 +546,18 @@ def goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
     return found
 
 
+def _one_thread_row(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The 1-thread row of ``row``'s input and output set, among ``rows`` of one kind."""
+    same = (row["input"], row["outputs"])
+    return next((o for o in rows if o["threads"] == 1 and (o["input"], o["outputs"]) == same), None)
+
+
 def _scaling_goals(rows: list[dict[str, Any]], threads: int) -> list[Goal]:
     """2 threads / 1 thread per input and output set, from rows of one kind (single tile or
     sustained)."""
     found = []
     for r in rows:
-        one = next(
-            (
-                o
-                for o in rows
-                if o["threads"] == 1 and (o["input"], o["outputs"]) == (r["input"], r["outputs"])
-            ),
-            None,
-        )
+        one = _one_thread_row(rows, r)
         if one is None or r["threads"] != threads or threads < 2:
             continue
         scaling = round(r["mpx_s"] / one["mpx_s"], 2)
