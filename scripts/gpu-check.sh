@@ -4,13 +4,26 @@
 # training samples/s and model FLOPs utilisation from the scaling part; predict throughput from
 # the predict part; the training feed's headroom from the feed part).
 # Everything it measures lands in benchmarks/results/gpu/ (commit it).
-# Usage: bash scripts/gpu-check.sh            (PYTHON=... to use another environment's python)
+# Usage: bash scripts/gpu-check.sh [STAGE ...]   (PYTHON=... to use another environment's python;
+#        GPU_CHECK_OUT=DIR for another results folder)
+# STAGE: tests, smoke (train + predict), scaling, predict, feed; all of them by default, in that
+# order; one stage a call where a machine limits how long a command runs (10 minutes on a lent one).
 # On a lent GPU machine with no internet (docs/guide/devices.md): run scripts/device-wheels.sh
 # here first, carry .whl, and there:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
 #   PYTHONPATH=/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
+STAGES=("$@")
+if (( ${#STAGES[@]} == 0 )); then
+    STAGES=(tests smoke scaling predict feed)
+fi
+for stage in "${STAGES[@]}"; do
+    case "$stage" in
+        tests|smoke|scaling|predict|feed) ;;
+        *) echo "error: unknown stage '$stage' (tests, smoke, scaling, predict, feed)" >&2; exit 2 ;;
+    esac
+done
 if [[ -z "${PYTHON:-}" ]]; then
     bash scripts/setup.sh --dev
     PYTHON=.venv/bin/python
@@ -19,29 +32,45 @@ if ! "$PYTHON" -c "import torch, sys; sys.exit(0 if torch.cuda.is_available() el
     echo "error: torch sees no CUDA GPU here; run scripts/gpu-check.sh on a GPU machine" >&2
     exit 1
 fi
-OUT=benchmarks/results/gpu
-mkdir -p "$OUT"
+RESULTS_DIR=${GPU_CHECK_OUT:-benchmarks/results/gpu}
+mkdir -p "$RESULTS_DIR"
 WORK=$(mktemp -d)
 trap 'rm -rf "$WORK"' EXIT
 export PYTHONUNBUFFERED=1
-"$PYTHON" -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))" | tee "$OUT/device.txt"
+"$PYTHON" -c "import torch; print(torch.__version__, torch.version.cuda, torch.cuda.get_device_name(0), torch.cuda.get_device_capability(0))" | tee "$RESULTS_DIR/device.txt"
 
-echo "== cuda tests"
-# -m cuda selects them; a skipped one fails this check (the GPU is there, so none may skip)
-"$PYTHON" -m pytest -m cuda -ra -q tests/parallel/test_cuda.py 2>&1 | tee "$OUT/cuda-tests.txt"
-if grep -q "skipped" "$OUT/cuda-tests.txt"; then
-    echo "error: cuda tests were skipped on a GPU machine" >&2
-    exit 1
-fi
-
-echo "== landcover train + predict on CUDA (sample data, default config, 2 epochs)"
-SAMPLE=$("$PYTHON" -m landcover data sample)
-"$PYTHON" -m landcover train --config configs/default.yaml --data "$SAMPLE" --out "$WORK/run" \
-    --epochs 2 --device cuda 2>&1 | tee "$OUT/train.log"
-"$PYTHON" -m landcover predict "$SAMPLE/sample_011_naip.tif" --checkpoint "$WORK/run/checkpoints/last.pt" \
-    --out "$WORK/maps" --device cuda 2>&1 | tee "$OUT/predict.log"
-cp "$WORK/run/metrics.jsonl" "$OUT/train-metrics.jsonl"
-
-echo "== benchmark GPU parts"
-"$PYTHON" benchmarks/run.py scaling predict feed --quick --out "$OUT" 2>&1 | tee "$OUT/benchmark.txt"
-echo "gpu-check: results in $OUT"
+for stage in "${STAGES[@]}"; do
+    echo "== $stage"
+    start=$SECONDS
+    case "$stage" in
+    tests)
+        # -m cuda selects them; a skipped one fails this check (the GPU is there, so none may skip)
+        "$PYTHON" -m pytest -m cuda -ra -q tests/parallel/test_cuda.py 2>&1 | tee "$RESULTS_DIR/cuda-tests.txt"
+        if grep -q "skipped" "$RESULTS_DIR/cuda-tests.txt"; then
+            echo "error: cuda tests were skipped on a GPU machine" >&2
+            exit 1
+        fi
+        ;;
+    smoke)  # landcover train + predict on CUDA (sample data, default config, 2 epochs)
+        SAMPLE=$("$PYTHON" -m landcover data sample)
+        "$PYTHON" -m landcover train --config configs/default.yaml --data "$SAMPLE" --out "$WORK/run" \
+            --epochs 2 --device cuda 2>&1 | tee "$RESULTS_DIR/train.log"
+        "$PYTHON" -m landcover predict "$SAMPLE/sample_011_naip.tif" --checkpoint "$WORK/run/checkpoints/last.pt" \
+            --out "$WORK/maps" --device cuda 2>&1 | tee "$RESULTS_DIR/predict.log"
+        cp "$WORK/run/metrics.jsonl" "$RESULTS_DIR/train-metrics.jsonl"
+        ;;
+    scaling)  # 1-GPU training in fp32, bf16 and bf16 + torch.compile: samples/s and MFU
+        "$PYTHON" benchmarks/scaling_bench.py --quick --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"
+        ;;
+    predict)  # the default model on the GPU, with and without probabilities, COGs written
+        "$PYTHON" benchmarks/predict_bench.py --quick --only speed --out "$RESULTS_DIR" \
+            --cache "$WORK/predict" 2>&1 | tee "$RESULTS_DIR/predict.txt"
+        ;;
+    feed)  # the training feed's headroom against the GPU
+        "$PYTHON" benchmarks/feed_bench.py --quick --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/feed.txt"
+        ;;
+    esac
+    echo "== $stage: $(( SECONDS - start )) s" | tee -a "$RESULTS_DIR/stages.txt"
+done
+"$PYTHON" benchmarks/run.py --summary --out "$RESULTS_DIR" > /dev/null
+echo "gpu-check: results in $RESULTS_DIR"
