@@ -135,7 +135,7 @@ def load_bench_config(path: Path, overrides: dict[str, Any] | None = None) -> An
     from landcover.config import load_config
 
     config = load_config(path, overrides or {})
-    if config.optim.loss.class_weights == "auto":
-        weights = [1.0] * config.data.classes.num_classes
-        config = load_config(path, {**(overrides or {}), "optim.loss.class_weights": weights})
-    return config
+    if config.optim.loss.class_weights != "auto":
+        return config
+    loss = config.optim.loss.replace(class_weights=[1.0] * config.data.classes.num_classes)
+    return config.replace(optim=config.optim.replace(loss=loss))
