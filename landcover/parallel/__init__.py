@@ -2,9 +2,9 @@
 
 - :mod:`.env`: the worker's place (rank, world size, local rank) from any launcher's variables.
 - :mod:`.devices`: binding a worker to its GPU, and the mixed precision the GPU supports.
-- :mod:`.collectives`: all-reduce, all-gather and barrier on whichever engine was joined.
 - :mod:`.engine`, :mod:`.torch_engine`, :mod:`.horovod_engine`, :mod:`.engines`: the
-  :class:`~landcover.parallel.engine.Engine` interface (join/leave, model wrapping with
+  :class:`~landcover.parallel.engine.Engine` interface (join/leave, all-reduce, all-gather and
+  barrier on the joined group, model wrapping with
   SyncBatchNorm, DDP, communication hooks and local SGD, the optimizer, the initial broadcast,
   the launcher) and its torch-DDP and Horovod implementations.
 - :mod:`.communication`: gradient compression hooks and local SGD.

@@ -19,6 +19,7 @@ file and its report.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import logging
 import os
@@ -213,6 +214,16 @@ def _failure_message(exc: Any, error_dir: Path) -> str:
     return f"worker rank {rank} {describe_exit(failure.exitcode)}{detail}"
 
 
+def _shutdown_timeout(config_type: type, seconds: int) -> dict[str, int]:
+    """The ``shutdown_timeout`` keyword of ``LaunchConfig``, where this torch has it.
+
+    torch 2.11 and earlier refuse it, and give workers a fixed 30 s between SIGTERM and
+    SIGKILL; torch 2.14 takes it.
+    """
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return {"shutdown_timeout": seconds} if "shutdown_timeout" in names else {}
+
+
 def launch_workers(
     fn: Callable[..., Any],
     args: tuple[Any, ...],
@@ -286,9 +297,9 @@ def launch_workers(
                 **({} if is_rdzv_host is None else {"is_host": is_rdzv_host}),
             },
             local_addr=local_addr,
-            shutdown_timeout=10,
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
+            **_shutdown_timeout(LaunchConfig, 10),
         )
         previous = os.environ.get(ERROR_DIR_ENV)
         os.environ[ERROR_DIR_ENV] = str(error_dir)

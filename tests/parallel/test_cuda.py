@@ -39,27 +39,39 @@ def _batch(device: torch.device) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return [(inputs.to(device), target.to(device))]
 
 
+def _losses(
+    device: torch.device, autocast_dtype: torch.dtype | None, scaler: torch.amp.GradScaler | None
+) -> list[float]:
+    """20 steps of the tiny channels_last model on one batch, from the same seed."""
+    torch.manual_seed(0)
+    model = build_model(TINY_MODEL, 4, 6).to(device).to(memory_format=torch.channels_last)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    criterion = SegmentationLoss(LossConfig(), 6).to(device)
+    batch = _batch(device)
+    return [
+        float(
+            accumulation_step(
+                model, criterion, optimizer, batch, autocast_dtype, 1.0, scaler=scaler
+            )
+        )
+        for _ in range(20)
+    ]
+
+
 def test_the_device_is_bound_and_a_mixed_precision_step_learns() -> None:
     device = resolve_device("cuda", DistEnv())
     assert torch.cuda.current_device() == device.index == 0
     precision = choose_precision(device, mixed=True)
     major, _ = torch.cuda.get_device_capability(device)
     assert precision.autocast_dtype == (torch.bfloat16 if major >= 8 else torch.float16)
-    torch.manual_seed(0)
-    model = build_model(TINY_MODEL, 4, 6).to(device).to(memory_format=torch.channels_last)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     scaler = torch.amp.GradScaler("cuda") if precision.grad_scaling else None
-    criterion = SegmentationLoss(LossConfig(), 6).to(device)
-    batch = _batch(device)
-    losses = [
-        float(
-            accumulation_step(
-                model, criterion, optimizer, batch, precision.autocast_dtype, 1.0, scaler=scaler
-            )
-        )
-        for _ in range(20)
-    ]
-    assert all(np.isfinite(losses)) and losses[-1] < 0.8 * losses[0]
+    mixed = _losses(device, precision.autocast_dtype, scaler)
+    full = _losses(device, None, None)
+    assert all(np.isfinite(mixed))
+    # random labels on noise: the loss falls about 18 % in 20 steps (fp32 on a CPU: 1.94 ->
+    # 1.63); mixed precision follows fp32's own curve on this GPU
+    assert mixed[-1] < 0.9 * mixed[0]
+    assert abs(mixed[-1] - full[-1]) < 0.03 * full[-1]
 
 
 def test_channels_last_gives_the_same_logits() -> None:
@@ -67,10 +79,17 @@ def test_channels_last_gives_the_same_logits() -> None:
     torch.manual_seed(0)
     model = build_model(TINY_MODEL, 4, 6).to(device).eval()
     x = _batch(device)[0][0]
-    with torch.no_grad():
-        plain = model(x.contiguous())
-        model.to(memory_format=torch.channels_last)
-        last = model(x.contiguous(memory_format=torch.channels_last))
+    # cuDNN convolves fp32 in TF32 by default, with other kernels for each layout (a
+    # difference of about 1e-3 relative on an H100); the layouts are compared in true fp32
+    tf32 = torch.backends.cudnn.allow_tf32
+    torch.backends.cudnn.allow_tf32 = False
+    try:
+        with torch.no_grad():
+            plain = model(x.contiguous())
+            model.to(memory_format=torch.channels_last)
+            last = model(x.contiguous(memory_format=torch.channels_last))
+    finally:
+        torch.backends.cudnn.allow_tf32 = tf32
     assert torch.allclose(plain, last, atol=1e-4, rtol=1e-3)
 
 
@@ -129,9 +148,8 @@ def test_rng_restore_with_more_devices_in_the_checkpoint_than_here(
     assert "resuming from" in result.stderr
 
 
-def nccl_world_of_one() -> dict:
-    """Joins NCCL through the torch engine and runs each kind of collective once."""
-    from landcover.parallel.collectives import all_gather_object, all_reduce_sum, barrier
+def cuda_world_of_one() -> dict:
+    """Joins through the torch engine on the GPU and runs each kind of collective once."""
     from landcover.parallel.env import env_from_environ
     from landcover.parallel.torch_engine import TorchEngine
 
@@ -142,11 +160,12 @@ def nccl_world_of_one() -> dict:
     run = RunConfig(device="cuda")
     engine.join(env, run, device)
     try:
-        total = all_reduce_sum(torch.ones(3, device=device))
-        gathered = all_gather_object({"rank": env.rank})
-        barrier()
+        total = engine.all_reduce_sum(torch.ones(3, device=device))
+        gathered = engine.all_gather_object({"rank": env.rank})
+        engine.barrier()
         return {
-            "backend": torch.distributed.get_backend(),
+            "backend": engine.backend(run, device),
+            "group": torch.distributed.is_initialized(),
             "current": torch.cuda.current_device(),
             "sum": total.tolist(),
             "gathered": gathered,
@@ -155,6 +174,14 @@ def nccl_world_of_one() -> dict:
         engine.leave()
 
 
-def test_an_nccl_world_of_one_through_the_real_launcher() -> None:
-    (result,) = launch_workers(nccl_world_of_one, (), nproc=1).values()
-    assert result == {"backend": "nccl", "current": 0, "sum": [1.0] * 3, "gathered": [{"rank": 0}]}
+def test_a_cuda_world_of_one_through_the_real_launcher() -> None:
+    # NCCL is the engine's choice on CUDA; a world of one needs no process group (one GPU
+    # cannot hold an NCCL world of two), and each collective is then the identity
+    (result,) = launch_workers(cuda_world_of_one, (), nproc=1).values()
+    assert result == {
+        "backend": "nccl",
+        "group": False,
+        "current": 0,
+        "sum": [1.0] * 3,
+        "gathered": [{"rank": 0}],
+    }
