@@ -37,7 +37,7 @@ the cache folder) evaluates unseen synthetic tiles (another seed) without TTA an
 pixel accuracy, seconds; the gain and the time ratio (medians) are reported.
 
 Usage: python benchmarks/predict_bench.py [--quick] [--out benchmarks/results] [--cache DIR]
-                                         [--only all|speed|tta]
+                                         [--only all|speed|tta|gpu]
 """
 
 from __future__ import annotations
@@ -441,15 +441,23 @@ def run(quick: bool, out: Path, cache: Path | None = None, only: str = "all") ->
         quick: The CPU config's model, one round, a shorter-trained TTA model.
         out: Results folder.
         cache: Where the synthetic tiles, models and outputs go (default: the temp folder).
-        only: ``all``, ``speed`` (throughput and memory: ``predict.*``, ``predict_stages.*``)
-            or ``tta`` (``predict_tta.*``).
+        only: ``all``, ``speed`` (throughput and memory: ``predict.*``, ``predict_stages.*``),
+            ``tta`` (``predict_tta.*``) or ``gpu`` (the GPU rounds alone, ``predict.*``:
+            ``scripts/gpu-check.sh`` spends a lent GPU's minutes on what only it measures).
 
     Returns:
         The goals: memory growth and predict / forward ratio (on the GPU too when there is
         one); TTA's mIoU gain and time ratio (reported).
+
+    Raises:
+        SystemExit: ``only="gpu"`` where torch sees no CUDA GPU.
     """
     cache = cache or Path(tempfile.gettempdir()) / "landcover-bench"
     cache.mkdir(parents=True, exist_ok=True)
+    if only == "gpu":
+        if not torch.cuda.is_available():
+            raise SystemExit("error: --only gpu needs a CUDA GPU; torch sees none here")
+        return gpu_goals(out, cache)
     goals = speed_goals(quick, out, cache) if only in ("all", "speed") else []
     if only in ("all", "tta"):
         goals += tta_goals(quick, out, cache)
@@ -491,18 +499,7 @@ def speed_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
     gpu_rounds = [r for r in rounds if "cuda" in r["kind"] and r["outputs"] == "class+prob"]
     if gpu_rounds:
         goals.append(ratio_goal(gpu_rounds, "cuda"))
-    for r in rounds:
-        if "cuda" in r["kind"]:
-            goals.append(
-                Goal(
-                    "predict",
-                    f"predict Mpx/s on one GPU, {r['model']} model, {r['outputs']}, COGs written",
-                    round(r["mpx_per_s"], 2),
-                    "report",
-                    None,
-                    f"{r['tile']} tile; bare forward {r['forward_mpx_per_s']:.2f} Mpx/s",
-                )
-            )
+    goals += device_reports([r for r in rounds if "cuda" in r["kind"]])
     extra = {
         "goal_memory_growth": MEMORY_GOAL,
         "goal_ratio": RATIO_GOAL,
@@ -514,6 +511,39 @@ def speed_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
     if stages:
         write_results("predict_stages", stages, {"tile": cpu_rounds[0]["tile"]}, out)
     return goals
+
+
+def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
+    """The GPU rounds alone (:func:`device_rounds`); writes ``predict.*``.
+
+    Args:
+        out: Results folder.
+        cache: Where the tile, the checkpoint and the maps go.
+        device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
+
+    Returns:
+        The ratio to the bare forward (with probabilities) and one Mpx/s report per round.
+    """
+    rounds = device_rounds(make_tile(*LARGE, cache), cache, device)
+    goals = [ratio_goal([r for r in rounds if r["outputs"] == "class+prob"], device)]
+    goals += device_reports(rounds)
+    write_results("predict", rounds, {"goal_ratio": RATIO_GOAL}, out, goals)
+    return goals
+
+
+def device_reports(rounds: list[dict[str, Any]]) -> list[Goal]:
+    """One report goal per round of :func:`device_rounds`: its Mpx/s, COGs written."""
+    return [
+        Goal(
+            "predict",
+            f"predict Mpx/s on one GPU, {r['model']} model, {r['outputs']}, COGs written",
+            round(r["mpx_per_s"], 2),
+            "report",
+            None,
+            f"{r['tile']} tile; bare forward {r['forward_mpx_per_s']:.2f} Mpx/s",
+        )
+        for r in rounds
+    ]
 
 
 def tta_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
@@ -600,7 +630,7 @@ def main() -> None:
     parser.add_argument(
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "landcover-bench"
     )
-    parser.add_argument("--only", choices=("all", "speed", "tta"), default="all")
+    parser.add_argument("--only", choices=("all", "speed", "tta", "gpu"), default="all")
     args = parser.parse_args()
     run(args.quick, args.out, args.cache, args.only)
 

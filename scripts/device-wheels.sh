@@ -6,7 +6,7 @@
 # benchmark parts import and its image lacks, travel with the working tree (at most 64 MiB in
 # all), at this environment's versions. On that machine (docs/guide/devices.md):
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-#   PYTHONPATH=/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
+#   PYTHONPATH=$PWD:/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
 # Usage: bash scripts/device-wheels.sh   (after bash scripts/setup.sh --dev)
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -11,7 +11,7 @@
 # On a lent GPU machine with no internet (docs/guide/devices.md): run scripts/device-wheels.sh
 # here first, carry .whl, and there:
 #   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl
-#   PYTHONPATH=/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
+#   PYTHONPATH=$PWD:/tmp/site PYTHON=python3 bash scripts/gpu-check.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 STAGES=("$@")
@@ -54,16 +54,16 @@ for stage in "${STAGES[@]}"; do
     smoke)  # landcover train + predict on CUDA (sample data, default config, 2 epochs)
         SAMPLE=$("$PYTHON" -m landcover data sample)
         "$PYTHON" -m landcover train --config configs/default.yaml --data "$SAMPLE" --out "$WORK/run" \
-            --epochs 2 --device cuda 2>&1 | tee "$RESULTS_DIR/train.log"
+            --epochs 2 --samples-per-epoch 2048 --device cuda 2>&1 | tee "$RESULTS_DIR/train.log"
         "$PYTHON" -m landcover predict "$SAMPLE/sample_011_naip.tif" --checkpoint "$WORK/run/checkpoints/last.pt" \
             --out "$WORK/maps" --device cuda 2>&1 | tee "$RESULTS_DIR/predict.log"
         cp "$WORK/run/metrics.jsonl" "$RESULTS_DIR/train-metrics.jsonl"
         ;;
     scaling)  # 1-GPU training in fp32, bf16 and bf16 + torch.compile: samples/s and MFU
-        "$PYTHON" benchmarks/scaling_bench.py --quick --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"
+        "$PYTHON" benchmarks/scaling_bench.py --quick --gpu-only --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"
         ;;
     predict)  # the default model on the GPU, with and without probabilities, COGs written
-        "$PYTHON" benchmarks/predict_bench.py --quick --only speed --out "$RESULTS_DIR" \
+        "$PYTHON" benchmarks/predict_bench.py --only gpu --out "$RESULTS_DIR" \
             --cache "$WORK/predict" 2>&1 | tee "$RESULTS_DIR/predict.txt"
         ;;
     feed)  # the training feed's headroom against the GPU
