@@ -43,6 +43,7 @@ Usage: python benchmarks/predict_bench.py [--quick] [--out benchmarks/results] [
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import resource
@@ -524,11 +525,86 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
     Returns:
         The ratio to the bare forward (with probabilities) and one Mpx/s report per round.
     """
-    rounds = device_rounds(make_tile(*LARGE, cache), cache, device)
+    tile = make_tile(*LARGE, cache)
+    rounds = device_rounds(tile, cache, device)
     goals = [ratio_goal([r for r in rounds if r["outputs"] == "class+prob"], device)]
     goals += device_reports(rounds)
-    write_results("predict", rounds, {"goal_ratio": RATIO_GOAL}, out, goals)
+    shared = shared_device_rounds(tile, cache, device)
+    goals += [
+        Goal(
+            "predict",
+            f"predict Mpx/s on one GPU shared by {r['workers']} worker(s), {r['tiles']} tiles, "
+            "class+prob, COGs and previews written",
+            round(r["mpx_per_s"], 2),
+            "report",
+            None,
+            f"{r['tile']} tiles; job {r['job_seconds']:.1f} s",
+        )
+        for r in shared
+    ]
+    write_results("predict", rounds, {"goal_ratio": RATIO_GOAL, "shared": shared}, out, goals)
     return goals
+
+
+SHARED_WORKERS = (1, 2, 4)
+"""Workers sharing one GPU in :func:`shared_device_rounds`."""
+
+
+def shared_device_rounds(
+    tile: Path, cache: Path, device: str = "cuda", workers: tuple[int, ...] = SHARED_WORKERS
+) -> list[dict[str, Any]]:
+    """``landcover predict`` over a folder of copies of the tile with 1, 2 and 4 workers on
+    one device (on CUDA they share the GPU, round-robin over one): the job's Mpx/s.
+
+    One worker's host work keeps a GPU busy about a tenth of the time; this measures how far
+    more workers on the same GPU close that gap.
+
+    Args:
+        tile: The large tile.
+        cache: Where the checkpoint, the folder of tiles and the maps go.
+        device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
+        workers: The worker counts, one job each.
+
+    Returns:
+        One row per job: workers, tiles, job seconds (``summary.json``), Mpx/s.
+
+    Raises:
+        SystemExit: If a job fails.
+    """
+    checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", cache)
+    folder = cache / "shared-tiles"
+    folder.mkdir(exist_ok=True)
+    count = max(workers) * 2
+    for i in range(count):
+        copy = folder / f"copy{i:02d}_naip.tif"
+        if not copy.exists():
+            os.link(tile, copy)
+    rows = []
+    for n in workers:
+        out = cache / f"out-shared-{device}-{n}"
+        cmd = [
+            sys.executable, "-m", "landcover", "predict", str(folder), "--checkpoint",
+            str(checkpoint), "--out", str(out), "--device", device, "--workers", str(n),
+            "--overwrite",
+        ]  # fmt: skip
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        if result.returncode != 0:
+            raise SystemExit(f"predict with {n} workers failed: {result.stderr[-2000:]}")
+        summary = json.loads((out / "summary.json").read_text())
+        mpx = sum(t["mpx"] for t in summary["tiles"])
+        seconds = summary["job"]["seconds"]
+        rows.append(
+            {
+                "workers": n,
+                "tiles": count,
+                "tile": tile_size(tile)[0],
+                "device": device,
+                "job_seconds": round(seconds, 2),
+                "mpx_per_s": mpx / seconds,
+            }
+        )
+        print(f"  {n} worker(s) on one {device}: {mpx / seconds:.2f} Mpx/s", flush=True)
+    return rows
 
 
 def device_reports(rounds: list[dict[str, Any]]) -> list[Goal]:

@@ -148,7 +148,12 @@ def predict(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     workers: Annotated[
-        int, typer.Option(min=1, help="Worker processes in the job (one per GPU on CUDA).")
+        int,
+        typer.Option(
+            min=1,
+            help="Worker processes in the job (on CUDA, workers beyond the GPUs share them "
+            "round-robin: one worker's host work keeps a GPU busy about a tenth of the time).",
+        ),
     ] = 1,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     prob_dtype: Annotated[

@@ -69,7 +69,9 @@ def load_inference_model(
     Args:
         checkpoint: The checkpoint file (loaded with ``weights_only=True``).
         device: ``auto``, ``cpu`` or ``cuda``.
-        local_rank: Selects the GPU when several processes share a machine.
+        local_rank: Selects the GPU when several processes share a machine: round-robin,
+            so workers beyond the GPU count share them (one process's host work, decoding,
+            blending and writing COGs, keeps a GPU busy only about a tenth of the time).
 
     Returns:
         The model and everything needed to feed it.
@@ -87,7 +89,7 @@ def load_inference_model(
             "it was not written by a training run"
         )
     torch_device = resolve_device(
-        device, DistEnv(local_rank=local_rank, local_world_size=local_rank + 1)
+        device, DistEnv(local_rank=local_rank, local_world_size=local_rank + 1), share_gpus=True
     )
     model = build_model(
         config.model,

@@ -14,7 +14,35 @@ BF16_MIN_CAPABILITY = (8, 0)
 """Compute capability from which GPUs have bf16 tensor cores (Ampere: A100, A10, H100...)."""
 
 
-def resolve_device(requested: str, env: DistEnv) -> torch.device:
+def gpu_index(env: DistEnv, count: int, share: bool = False) -> int:
+    """The GPU of a worker on a node with ``count`` GPUs.
+
+    Args:
+        env: The worker's place (its local rank selects the GPU).
+        count: GPUs on the node.
+        share: Let workers beyond ``count`` share GPUs, round-robin (predict, whose host work
+            one process cannot do fast enough to keep a GPU busy); otherwise one worker per
+            GPU (training: NCCL allows one rank per GPU).
+
+    Returns:
+        The GPU's index.
+
+    Raises:
+        ConfigError: If the node has no GPU, or more workers than GPUs and ``share`` is off.
+    """
+    if count < 1:
+        raise ConfigError("no CUDA GPU is visible to torch on this node")
+    if share:
+        return env.local_rank % count
+    if env.local_rank >= count:
+        raise ConfigError(
+            f"{env.local_world_size} workers on this node but only {count} GPUs; "
+            f"use --workers {count} (one worker per GPU)"
+        )
+    return env.local_rank
+
+
+def resolve_device(requested: str, env: DistEnv, share_gpus: bool = False) -> torch.device:
     """Picks the worker's device and makes it the current CUDA device.
 
     Binding the current device matters beyond the model: NCCL's object collectives and
@@ -24,12 +52,14 @@ def resolve_device(requested: str, env: DistEnv) -> torch.device:
     Args:
         requested: ``auto``, ``cpu`` or ``cuda``.
         env: The worker's place (its local rank selects the GPU).
+        share_gpus: Workers beyond the node's GPUs share them (see :func:`gpu_index`).
 
     Returns:
         The device.
 
     Raises:
-        ConfigError: If CUDA is requested but absent, or there are fewer GPUs than workers.
+        ConfigError: If CUDA is requested but absent, or there are fewer GPUs than workers
+            (without ``share_gpus``).
     """
     cuda = torch.cuda.is_available()
     if requested == "cpu" or (requested == "auto" and not cuda):
@@ -39,13 +69,7 @@ def resolve_device(requested: str, env: DistEnv) -> torch.device:
             "--device cuda: no CUDA GPU is visible to torch; use --device cpu, or install a "
             "CUDA build of torch on a GPU machine"
         )
-    count = torch.cuda.device_count()
-    if env.local_rank >= count:
-        raise ConfigError(
-            f"{env.local_world_size} workers on this node but only {count} GPUs; "
-            f"use --workers {count} (one worker per GPU)"
-        )
-    device = torch.device("cuda", env.local_rank)
+    device = torch.device("cuda", gpu_index(env, torch.cuda.device_count(), share_gpus))
     torch.cuda.set_device(device)
     return device
 

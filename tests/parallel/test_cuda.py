@@ -7,6 +7,7 @@ short real training run and the benchmark's GPU part.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -116,6 +117,36 @@ def test_predict_on_cuda_matches_the_cpu_map(
             maps[device] = src.read(1)
     # bf16 on the GPU may flip a few near-tied pixels; the maps must agree almost everywhere
     assert float((maps["cpu"] == maps["cuda"]).mean()) > 0.98
+
+
+def test_predict_workers_beyond_the_gpus_share_them(
+    checkpoint: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    for tile in sorted(tiny_data.glob("*_naip.tif")):
+        (tiles / tile.name).symlink_to(tile)
+    count = torch.cuda.device_count()
+    maps: dict[int, dict[str, np.ndarray]] = {}
+    for workers in (1, count + 2):
+        out = tmp_path / f"w{workers}"
+        result = run_cli(
+            "predict", str(tiles), "--checkpoint", str(checkpoint), "--out", str(out),
+            "--device", "cuda", "--workers", str(workers), "--no-preview",
+        )  # fmt: skip
+        assert result.returncode == 0, result.stderr
+        # each worker logs its GPU (in OUT/logs/rank{R}.log): round-robin over the node's GPUs
+        logs = "".join(f.read_text() for f in (out / "logs").glob("rank*.log"))
+        gpus = re.findall(r"rank (\d+)/\d+: pid \d+ on cuda:(\d+)", logs)
+        assert sorted((int(r), int(g)) for r, g in gpus) == [(r, r % count) for r in range(workers)]
+        maps[workers] = {}
+        for class_map in out.glob("*_class.tif"):
+            with rasterio.open(class_map) as src:
+                maps[workers][class_map.name] = src.read(1)
+    one, many = maps[1], maps[count + 2]
+    assert sorted(one) == sorted(many) and len(one) == len(list(tiles.iterdir()))
+    for name in one:  # the same model on the same GPU kind: near-ties aside, the same map
+        assert float((one[name] == many[name]).mean()) > 0.999, name
 
 
 def test_a_gpu_checkpoint_resumes_on_cpu_and_back(

@@ -21,7 +21,7 @@ from torch import nn
 from landcover.cluster.azureml import DISTRIBUTION
 from landcover.config import RunConfig
 from landcover.errors import ConfigError
-from landcover.parallel.devices import Precision, choose_precision
+from landcover.parallel.devices import Precision, choose_precision, gpu_index
 from landcover.parallel.engines import ENGINES, engine_for
 from landcover.parallel.env import DistEnv
 from landcover.parallel.failures import is_peer_failure
@@ -105,6 +105,19 @@ def test_bf16_only_where_the_gpu_has_bf16_tensor_cores(
     assert choose_precision(torch.device("cuda", 0), True, capability) == expected
     assert choose_precision(torch.device("cuda", 0), False, capability) == Precision()
     assert choose_precision(torch.device("cpu"), True) == Precision()
+
+
+def test_predict_workers_share_gpus_round_robin_and_training_workers_do_not() -> None:
+    # 5 workers on a node of 2 GPUs: predict's go 0, 1, 0, 1, 0
+    shared = [gpu_index(DistEnv(local_rank=r, local_world_size=5), 2, share=True) for r in range(5)]
+    assert shared == [0, 1, 0, 1, 0]
+    assert [gpu_index(DistEnv(local_rank=r, local_world_size=2), 2) for r in range(2)] == [0, 1]
+    with pytest.raises(
+        ConfigError, match=r"3 workers on this node but only 2 GPUs; use --workers 2"
+    ):
+        gpu_index(DistEnv(local_rank=2, local_world_size=3), 2)
+    with pytest.raises(ConfigError, match="no CUDA GPU"):
+        gpu_index(DistEnv(), 0, share=True)
 
 
 def test_a_scaled_fp16_style_step_equals_the_unscaled_step() -> None:
