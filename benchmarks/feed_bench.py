@@ -38,7 +38,12 @@ copy, each on a fresh window drawn by the sampler, CPU time). Measured (``benchm
 the label's uint8 flips and transposes cost as much as the image's 4-byte pixels), so doing it
 on the device would make a host core about 1.6x faster. It stays on the host: one core already
 feeds about 1.7 modelled H100s with it (headroom about 20 at 12 cores per GPU, against the
-goal's 2), and in a CPU run the device is the same cores.
+goal's 2), and in a CPU run the device is the same cores. ``data.augment_on: device`` does it
+on the device instead (:func:`~landcover.data.augment.transform_batch`, one gather per
+tensor): its row measures that gather on the CPU (about 5x the host's flips there: an int64
+index per pixel) and, with CUDA, on the GPU. On one H100 ``landcover train`` ran 1.34x faster
+with D4 and photometric both off, which the CPU seconds above do not show (the feeder thread's
+share of the GIL); ``scaling_bench.py``'s GPU section measures the option there.
 
 Usage: python benchmarks/run.py feed [--quick]  (or: python benchmarks/feed_bench.py [--quick])
 """
@@ -60,7 +65,7 @@ from common import REPO, RESULTS, Goal, write_results
 
 from landcover.cluster.gpus import sample_seconds
 from landcover.config import DataConfig, load_config
-from landcover.data.augment import D4, write_transformed
+from landcover.data.augment import D4, d4_source_index, transform_batch, write_transformed
 from landcover.data.normalize import BandSums
 from landcover.data.prefetch import Prefetcher
 from landcover.data.raster import TileArrays
@@ -264,7 +269,16 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
             tensor.to(device, non_blocking=True)
 
     ready = [draw() for _ in range(8)]  # batches for the device-side work, cycled
+    raw = [sampler.batch_for_device(batch, rng) for _ in range(8)]  # D4 left to the device
     turn = iter(range(10**12))
+
+    def device_d4(on: list[tuple[torch.Tensor, ...]], table: torch.Tensor) -> Callable[[], int]:
+        def step() -> int:
+            images, labels, _, codes = on[next(turn) % len(on)]
+            transform_batch(images, labels, codes, table)
+            return images.shape[0]
+
+        return step
 
     def device_work(prepare: TrainingInput) -> Callable[[], int]:
         def step() -> int:
@@ -280,6 +294,7 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
         "feed": prefetched(draw, cuda, to_device, batch),
         "device_work": lambda s: _count(device_work(prepare_host), s),
         "device_normalise": lambda s: _count(device_work(prepare_host_plain), s),
+        "device_d4": lambda s: _count(device_d4(raw, d4_source_index(cfg.patch_size)), s),
         "host_path": prefetched(host_path, cuda, to_device, batch),
     }
     if cuda:  # the same work where training does it
@@ -296,6 +311,17 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
             return n, time.perf_counter() - start, time.process_time() - cpu
 
         stages["device_work_gpu"] = gpu_round
+        raw_gpu = [tuple(t.to(device) for t in item) for item in raw]
+        d4_gpu = device_d4(raw_gpu, d4_source_index(cfg.patch_size, device))
+
+        def gpu_d4_round(seconds: float) -> tuple[int, float, float]:
+            n, start, cpu = 0, time.perf_counter(), time.process_time()
+            while time.perf_counter() - start < seconds:
+                n += d4_gpu()
+            torch.cuda.synchronize()
+            return n, time.perf_counter() - start, time.process_time() - cpu
+
+        stages["device_d4_gpu"] = gpu_d4_round
     for stage in stages.values():  # warm-up
         stage(0.05)
     totals = {name: [0, 0.0, 0.0] for name in stages}
@@ -315,6 +341,7 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
     rate = {name: n / cpu for name, (n, _, cpu) in totals.items()}
     if cuda:  # the GPU's own rate, not the host's time spent launching it
         rate["device_work_gpu"] = wall_rate["device_work_gpu"]
+        rate["device_d4_gpu"] = wall_rate["device_d4_gpu"]
 
     gpu_rate = 1.0 / sample_seconds(GPU_MODEL)
     pinned = "pinned" if cuda else "not pinned: no CUDA here"
@@ -347,6 +374,10 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
             "device-side work, on the CPU: TrainingInput normalisation only (photometric 0)",
             None,
         ),
+        "device_d4": (
+            "device-side D4, on the CPU: transform_batch (data.augment_on: device)",
+            None,
+        ),
         "host_path": (
             f"host path: Prefetcher(batch_with_tiles + TrainingInput on the host), {pinned}, "
             "stand-in model (float32 over PCIe)",
@@ -356,6 +387,10 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
     if cuda:
         described["device_work_gpu"] = (
             f"device-side work on the GPU ({torch.cuda.get_device_name(0)}): TrainingInput",
+            None,
+        )
+        described["device_d4_gpu"] = (
+            f"device-side D4 on the GPU ({torch.cuda.get_device_name(0)}): transform_batch",
             None,
         )
 

@@ -45,6 +45,12 @@ class DataConfig(Section):
             present classes is at the centre of about ``class_balance / K`` of every batch's
             patches, however rare it is; 0 turns it off.
         augment: Random flips and 90-degree rotations.
+        augment_on: Where they are applied: ``host`` (the sampler, in the feeder thread) or
+            ``device`` (one gather on the training device; the same batches, bit for bit). On
+            the host they are about 40 % of the sampler's time per patch, and on one H100
+            training ran 1.34x faster with D4 and photometric both off; on the CPU the gather
+            costs about 5x the host's flips (``benchmarks/feed_bench.py``), so ``host`` stays
+            the default until ``device`` is measured on a GPU.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
             them from local disk.
@@ -79,6 +85,7 @@ class DataConfig(Section):
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
     class_balance: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
+    augment_on: Literal["host", "device"] = "host"
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
     resolution: float | None = Field(None, gt=0)

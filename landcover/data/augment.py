@@ -42,8 +42,24 @@ class D4:
         Returns:
             The transform.
         """
-        bits = int(rng.integers(8))
-        return cls(bool(bits & 1), bool(bits & 2), bool(bits & 4))
+        return cls.from_code(int(rng.integers(8)))
+
+    @classmethod
+    def from_code(cls, code: int) -> D4:
+        """The element of a code: bit 0 flips rows, bit 1 flips columns, bit 2 transposes.
+
+        Args:
+            code: 0 to 7.
+
+        Returns:
+            The transform.
+        """
+        return cls(bool(code & 1), bool(code & 2), bool(code & 4))
+
+    @property
+    def code(self) -> int:
+        """The element's code (:meth:`from_code`'s inverse)."""
+        return int(self.flip_rows) | int(self.flip_cols) << 1 | int(self.transpose) << 2
 
 
 def _as_pixels(array: np.ndarray | torch.Tensor) -> np.ndarray | torch.Tensor:
@@ -71,3 +87,56 @@ def write_transformed(dst: torch.Tensor, src: np.ndarray, transform: D4 | None) 
         src = src[:, ::-1]
     patch = torch.from_numpy(np.ascontiguousarray(src))
     dst.copy_(patch.transpose(0, 1) if transform is not None and transform.transpose else patch)
+
+
+def d4_source_index(size: int, device: torch.device | str = "cpu") -> torch.Tensor:
+    """For each D4 code, the flat source position of every pixel of a transformed patch.
+
+    Args:
+        size: The patch side.
+        device: Where the table lives.
+
+    Returns:
+        An ``(8, size * size)`` int64 tensor: row ``k`` gathers a patch transformed by
+        ``D4.from_code(k)`` from the flat untransformed patch, as :func:`write_transformed`
+        writes it.
+    """
+    rows = torch.arange(size).view(size, 1).expand(size, size)
+    cols = torch.arange(size).view(1, size).expand(size, size)
+    table = torch.empty((8, size * size), dtype=torch.int64)
+    for code in range(8):
+        t = D4.from_code(code)
+        # write_transformed: dst = transpose?(flip(src)); so dst[i, j] reads src at these
+        r, c = (cols, rows) if t.transpose else (rows, cols)
+        r = size - 1 - r if t.flip_rows else r
+        c = size - 1 - c if t.flip_cols else c
+        table[code] = (r * size + c).reshape(-1)
+    return table.to(device)
+
+
+def transform_batch(
+    images: torch.Tensor, labels: torch.Tensor, codes: torch.Tensor, table: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Applies each patch's D4 element where the batch is (``data.augment_on: device``).
+
+    One gather per tensor: no host work and no device synchronisation.
+
+    Args:
+        images: ``(B, P, P, C)`` uint8 patches, untransformed.
+        labels: ``(B, P, P)`` uint8 class indices, untransformed.
+        codes: ``(B,)`` int64 D4 codes (:attr:`D4.code`), on the same device.
+        table: :func:`d4_source_index` for ``P``, on the same device.
+
+    Returns:
+        ``(images, labels)`` transformed: equal to what :func:`write_transformed` writes on the
+        host for the same codes.
+    """
+    b, p = labels.shape[0], labels.shape[1]
+    index = table[codes]  # (B, P*P)
+    pixels = _as_pixels(images.reshape(b * p, p, -1)).reshape(b, p * p, -1)
+    moved = pixels.gather(1, index.unsqueeze(-1).expand(-1, -1, pixels.shape[2]))
+    out_images = moved.reshape(b, p, p, -1)
+    if out_images.dtype != images.dtype:  # 4-band pixels moved as one 32-bit word each
+        out_images = out_images.contiguous().view(images.dtype).reshape(images.shape)
+    out_labels = labels.reshape(b, p * p).gather(1, index).reshape(b, p, p)
+    return out_images, out_labels

@@ -210,17 +210,46 @@ class PatchSampler:
             ``(images, labels, tiles)``: as :meth:`batch`, and a ``(B,)`` int64 tensor of
             each patch's index in the sampler's tiles (for per-tile normalisation).
         """
+        images, labels, tiles, _ = self._fill(batch_size, rng, d4_here=True)
+        return images, labels, tiles
+
+    def batch_for_device(
+        self, batch_size: int, rng: np.random.Generator
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+        """Draws the batch :meth:`batch_with_tiles` draws, leaving D4 to the device.
+
+        The same random draws in the same order, so that
+        :func:`~landcover.data.augment.transform_batch` of the result equals
+        :meth:`batch_with_tiles` from the same generator state.
+
+        Args:
+            batch_size: Number of patches.
+            rng: The random generator.
+
+        Returns:
+            ``(images, labels, tiles, codes)``: untransformed patches, their tiles, and a
+            ``(B,)`` int64 tensor of each patch's D4 code (0, the identity, without
+            ``augment``).
+        """
+        return self._fill(batch_size, rng, d4_here=False)
+
+    def _fill(
+        self, batch_size: int, rng: np.random.Generator, d4_here: bool
+    ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
         size, bands = self.patch_size, self.tiles[0].image.shape[2]
         images = torch.empty((batch_size, size, size, bands), dtype=torch.uint8)
         labels = torch.empty((batch_size, size, size), dtype=torch.uint8)
         tiles = torch.empty((batch_size,), dtype=torch.int64)
+        codes = torch.zeros((batch_size,), dtype=torch.int64)
         for i, c in enumerate(self.plan(batch_size, rng)):
             t, image, label = self._draw(rng, int(c))
             tiles[i] = t
             transform = D4.draw(rng) if self.augment else None
+            if not d4_here and transform is not None:
+                codes[i], transform = transform.code, None
             write_transformed(images[i], image, transform)
             write_transformed(labels[i], label, transform)
-        return images, labels, tiles
+        return images, labels, tiles, codes
 
 
 def epoch_rng(seed: int, rank: int, epoch: int) -> np.random.Generator:

@@ -15,6 +15,7 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import DataConfig
+from landcover.data.augment import d4_source_index, transform_batch
 from landcover.data.prefetch import Prefetcher
 from landcover.data.raster import TileArrays
 from landcover.data.sampler import PatchSampler, epoch_rng
@@ -169,3 +170,25 @@ def test_normalised_batches_match_numpy(device_name: str, normalize: str) -> Non
         x = images[i].astype(np.float64).transpose(2, 0, 1)
         expected = (x / 255.0 - mean[:, None, None]) / std[:, None, None]
         np.testing.assert_allclose(out[i], expected, rtol=0, atol=1e-6)
+
+
+@pytest.mark.parametrize("device_name", DEVICES)
+def test_d4_on_the_device_gives_the_host_d4_batches(device_name: str) -> None:
+    # data.augment_on: device: the sampler draws the same windows and D4 elements and leaves
+    # the flips and transposes to one gather on the device (host: numpy flips, torch's transpose)
+    device = torch.device(device_name)
+    tiles = _tiles()
+    host_rng, device_rng = epoch_rng(SEED, 0, 0), epoch_rng(SEED, 0, 0)
+    host, on_device = _sampler(tiles), _sampler(tiles)
+    table = d4_source_index(PATCH, device)
+    seen: set[int] = set()
+    for _ in range(STEPS):
+        images, labels, index = host.batch_with_tiles(BATCH, host_rng)
+        raw, raw_labels, raw_index, codes = on_device.batch_for_device(BATCH, device_rng)
+        moved, moved_labels = transform_batch(
+            raw.to(device), raw_labels.to(device), codes.to(device), table
+        )
+        assert torch.equal(moved.cpu(), images) and torch.equal(moved_labels.cpu(), labels)
+        assert torch.equal(raw_index, index)
+        seen |= set(codes.tolist())
+    assert len(seen) > 4  # the augmentation acted: most of D4's 8 elements were drawn

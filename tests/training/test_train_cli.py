@@ -223,3 +223,20 @@ def test_train_logs_the_scaled_peak_lr_and_follows_it(
     model = load_inference_model(old, device="cpu")
     assert model.config.optim.lr_scaling == "none"
     assert model.epoch == 2
+
+
+def test_d4_on_the_device_trains_the_same_weights(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    # data.augment_on: device moves the flips and transposes from the feeder thread to one
+    # gather in the training thread; the batches are the same, so on the CPU are the weights
+    weights = {}
+    for where in ("host", "device"):
+        run = tmp_path / where
+        args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1")
+        result = run_cli(*args, "--set", f"data.augment_on={where}", "--set", "data.augment=true")
+        assert result.returncode == 0, result.stderr
+        weights[where] = load_checkpoint(run / "checkpoints" / "last.pt").model
+    assert weights["host"].keys() == weights["device"].keys()
+    for name, value in weights["host"].items():
+        assert torch.equal(value, weights["device"][name]), name
