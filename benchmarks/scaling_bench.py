@@ -486,18 +486,26 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         "train_flops_per_sample": flops,
         "precisions": {},
     }
-    for label, on, compiled in GPU_VARIANTS:
-        flag = str(on).lower()
-        m = train(
+
+    def one_gpu(name: str, sets: tuple[str, ...]) -> Measured:
+        """``landcover train`` with one worker on the device, GPU run sizes, these overrides."""
+        return train(
             data,
-            work / f"gpu-{label.replace('+', '-')}",
+            work / name,
             1,
             ("--batch-size", str(sizes.gpu_batch)),
             sizes.gpu_epochs,
             sizes.gpu_samples_per_epoch,
             config=GPU_CONFIG,
             device=device,
-            sets=(
+            sets=sets,
+        )
+
+    for label, on, compiled in GPU_VARIANTS:
+        flag = str(on).lower()
+        m = one_gpu(
+            f"gpu-{label.replace('+', '-')}",
+            (
                 f"run.bf16={flag}",
                 f"run.channels_last={flag}",
                 f"run.compile={str(compiled).lower()}",
@@ -539,16 +547,9 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         )
     result["inputs"] = {}
     for label, sets in GPU_INPUT_VARIANTS:
-        m = train(
-            data,
-            work / f"gpu-input-{label.replace(' ', '-')}",
-            1,
-            ("--batch-size", str(sizes.gpu_batch)),
-            sizes.gpu_epochs,
-            sizes.gpu_samples_per_epoch,
-            config=GPU_CONFIG,
-            device=device,
-            sets=("run.bf16=true", "run.channels_last=true", *sets),
+        m = one_gpu(
+            f"gpu-input-{label.replace(' ', '-')}",
+            ("run.bf16=true", "run.channels_last=true", *sets),
         )
         result["inputs"][label] = {
             "sets": list(sets),
