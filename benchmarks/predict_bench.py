@@ -26,7 +26,10 @@ job of many tiles approaches, where that conversion overlaps the next tile's pre
 On a machine with a CUDA GPU (``scripts/gpu-check.sh`` runs ``--quick``), the large tile is
 also predicted on the GPU with the real default model whatever ``--quick`` says, once with the
 probability map and once with ``--no-probs``, COGs written: one GPU's Mpx/s for each (report
-rows), and the ratio to the bare forward with probabilities (a goal).
+rows), and the ratio to the bare forward with probabilities (a goal). Then a folder of 8 copies
+of that tile is mapped by 1, 2 and 4 workers sharing the one GPU (previews on, as a region job
+writes them): the job's Mpx/s for each (``summary.json``'s job seconds). On one H100 a single
+worker kept the GPU busy about a tenth of the time. ``--only gpu`` runs the GPU rounds alone.
 
 Memory (the goal: <= 1.5x for 11.25x the area): peak resident memory of ``landcover predict``
 on each tile, each in its own process (the kernel's rusage of that process alone).
