@@ -120,11 +120,18 @@ def resolve_band_stats(cfg: DataConfig, tiles: list[TileArrays]) -> DataConfig:
     return cfg.replace(**changes)
 
 
-def _count(step: Callable[[], int], seconds: float) -> tuple[int, float, float]:
-    """Calls ``step`` (patches per call) for ``seconds``; returns (patches, wall s, CPU s)."""
+def _count(
+    step: Callable[[], int], seconds: float, synchronize: bool = False
+) -> tuple[int, float, float]:
+    """Calls ``step`` (patches per call) for ``seconds``; returns (patches, wall s, CPU s).
+
+    ``synchronize``: wait for the GPU's queued work before the clocks stop (the GPU's own rate).
+    """
     n, start, cpu = 0, time.perf_counter(), time.process_time()
     while time.perf_counter() - start < seconds:
         n += step()
+    if synchronize:
+        torch.cuda.synchronize()
     return n, time.perf_counter() - start, time.process_time() - cpu
 
 
@@ -301,27 +308,15 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
         prepare_device = TrainingInput(cfg, tiles, device, config.run.seed)
         on_device = [(images.to(device), index) for images, _, index in ready]
 
-        def gpu_round(seconds: float) -> tuple[int, float, float]:
-            n, start, cpu = 0, time.perf_counter(), time.process_time()
-            while time.perf_counter() - start < seconds:
-                images, index = on_device[next(turn) % len(on_device)]
-                prepare_device(images, index)
-                n += images.shape[0]
-            torch.cuda.synchronize()
-            return n, time.perf_counter() - start, time.process_time() - cpu
+        def gpu_work() -> int:
+            images, index = on_device[next(turn) % len(on_device)]
+            prepare_device(images, index)
+            return images.shape[0]
 
-        stages["device_work_gpu"] = gpu_round
         raw_gpu = [tuple(t.to(device) for t in item) for item in raw]
         d4_gpu = device_d4(raw_gpu, d4_source_index(cfg.patch_size, device))
-
-        def gpu_d4_round(seconds: float) -> tuple[int, float, float]:
-            n, start, cpu = 0, time.perf_counter(), time.process_time()
-            while time.perf_counter() - start < seconds:
-                n += d4_gpu()
-            torch.cuda.synchronize()
-            return n, time.perf_counter() - start, time.process_time() - cpu
-
-        stages["device_d4_gpu"] = gpu_d4_round
+        stages["device_work_gpu"] = lambda s: _count(gpu_work, s, synchronize=True)
+        stages["device_d4_gpu"] = lambda s: _count(d4_gpu, s, synchronize=True)
     for stage in stages.values():  # warm-up
         stage(0.05)
     totals = {name: [0, 0.0, 0.0] for name in stages}

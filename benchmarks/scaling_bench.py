@@ -791,7 +791,7 @@ def _gpu_goals(gpu: dict[str, Any] | None) -> list[Goal]:
             )
         )
     for label, p_in in gpu.get("inputs", {}).items():
-        value = ratio(p_in, bf16, "train") if p_in["train_samples_per_s"] else None
+        value = ratio(p_in, bf16, "train")
         goals.append(
             Goal(
                 PART,
