@@ -46,6 +46,24 @@ def gaussian_kernels(sigma: torch.Tensor, size: int = BLUR_KERNEL) -> torch.Tens
     return (one_d[:, :, None] * one_d[:, None, :])[:, None]
 
 
+def device_generator(device: torch.device, seed: int) -> torch.Generator:
+    """A seeded generator that draws tensors on ``device``.
+
+    ``meta`` tensors (shapes without values) have no generator of their own; they take a
+    CPU one.
+
+    Args:
+        device: Where the draws go.
+        seed: The seed.
+
+    Returns:
+        The generator.
+    """
+    gen = torch.Generator() if device.type == "meta" else torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return gen
+
+
 _NORMAL_TABLES: dict[torch.device, torch.Tensor] = {}
 
 

@@ -49,6 +49,7 @@ import torch
 from landcover.data.noiseblur import (
     BLUR_KERNEL,
     blur_hwc_,
+    device_generator,
     gaussian_kernels_1d,
     noise_codes,
     normal_table,
@@ -117,12 +118,18 @@ class PhotometricDraw:
         gain: ``(B, C, 1, 1)`` per-band gain.
         offset: ``(B, C, 1, 1)`` per-band offset (0..1 scale).
         gamma: ``(B, 1, 1, 1)`` per-patch gamma.
-        chosen: ``(B,)`` bool: the patches perturbed (the others are only clamped to 0..1).
+        chosen: ``(B,)`` bool on the host: the patches perturbed (the others are only clamped
+            to 0..1).
         noise_sd: ``(B,)`` noise standard deviation (0..1 scale; 0 where not chosen).
         noise_seed: Seeds the generator of the chosen patches' noise codes
             (:meth:`noise_codes`).
         blur_sigma: ``(B,)`` blur sigma in pixels; 0 where a patch is not blurred.
+        blurred: ``(B,)`` bool on the host: ``blur_sigma > 0``.
         shape: The batch's ``(B, C, H, W)``.
+
+    The tensors other than ``chosen`` and ``blurred`` are on the batch's device. The two
+    on the host are what the pass branches on (which patches get noise, which a blur): read
+    there, they cost a GPU no synchronisation.
     """
 
     gain: torch.Tensor
@@ -132,6 +139,7 @@ class PhotometricDraw:
     noise_sd: torch.Tensor
     noise_seed: int
     blur_sigma: torch.Tensor
+    blurred: torch.Tensor
     shape: tuple[int, int, int, int]
 
     @classmethod
@@ -147,12 +155,15 @@ class PhotometricDraw:
 
         The draws, in order: chosen ``(B,)``, gain ``(B, C)``, offset ``(B, C)``, gamma
         ``(B,)``, noise standard deviation ``(B,)``, blurred ``(B,)``, sigma ``(B,)`` (all
-        uniform), then one integer, the seed of the noise codes.
+        uniform), then one integer, the seed of the noise codes. They are made where ``gen``
+        is and then moved to ``device``: with a CPU generator (what training passes) nothing
+        is read back from a GPU, so the host keeps queueing work ahead of it.
 
         Args:
             shape: The batch's ``(B, C, H, W)``.
             p: Probability that a patch is perturbed.
-            gen: The random generator (on ``device``).
+            gen: The random generator: on the CPU, or on ``device`` (then reading the
+                decisions back waits for the device).
             ranges: The ranges.
             device: The batch's device.
 
@@ -161,26 +172,31 @@ class PhotometricDraw:
         """
         b, c, h, w = (int(s) for s in shape)
         r = ranges
+        here = gen.device
 
         def rand(*size: int) -> torch.Tensor:
-            return torch.rand(size, generator=gen, device=device)
+            return torch.rand(size, generator=gen, device=here)
+
+        def there(t: torch.Tensor) -> torch.Tensor:  # small: a copy that does not wait
+            return t.to(device, non_blocking=True)
 
         chosen = (rand(b, 1, 1, 1) < p).float()
-        gain = _log_uniform(*r.gain, (b, c, 1, 1), gen, device)
+        gain = _log_uniform(*r.gain, (b, c, 1, 1), gen, here)
         offset = (rand(b, c, 1, 1) * 2 - 1) * r.offset
-        gamma = _log_uniform(*r.gamma, (b, 1, 1, 1), gen, device)
+        gamma = _log_uniform(*r.gamma, (b, 1, 1, 1), gen, here)
         noise_sd = rand(b, 1, 1, 1) * r.noise * chosen
         blurred = (rand(b) < r.blur_p).float() * chosen.view(-1)
-        sigma = r.blur_sigma[0] + rand(b) * (r.blur_sigma[1] - r.blur_sigma[0])
-        seed = torch.randint(0, 2**62, (1,), generator=gen, device=device)
+        sigma = (r.blur_sigma[0] + rand(b) * (r.blur_sigma[1] - r.blur_sigma[0])) * blurred
+        seed = torch.randint(0, 2**62, (1,), generator=gen, device=here)
         return cls(
-            gain=1 + chosen * (gain - 1),
-            offset=chosen * offset,
-            gamma=1 + chosen * (gamma - 1),
-            chosen=chosen.view(-1) > 0,
-            noise_sd=noise_sd.view(-1),
+            gain=there(1 + chosen * (gain - 1)),
+            offset=there(chosen * offset),
+            gamma=there(1 + chosen * (gamma - 1)),
+            chosen=(chosen.view(-1) > 0).cpu(),
+            noise_sd=there(noise_sd.view(-1)),
             noise_seed=int(seed.item()),
-            blur_sigma=sigma * blurred,
+            blur_sigma=there(sigma),
+            blurred=(sigma > 0).cpu(),
             shape=(b, c, h, w),
         )
 
@@ -192,8 +208,7 @@ class PhotometricDraw:
             ``(h, w)``, band ``c``); the noise is ``noise_sd * normal_table()[code]``.
         """
         _, c, h, w = self.shape
-        gen = torch.Generator(device=self.gain.device)
-        gen.manual_seed(self.noise_seed)
+        gen = device_generator(self.gain.device, self.noise_seed)
         k = int(self.chosen.sum())
         codes = torch.empty((k, h, w, c), dtype=torch.int32, device=self.gain.device)
         for patch in codes:  # one draw per patch, as apply draws them
@@ -301,12 +316,10 @@ class PhotometricDraw:
         noise = torch.empty((min(step, b), h, w, c), dtype=torch.float32, device=device)
         bits = torch.empty(-(-h * w * c // 4), dtype=torch.int64, device=device)
         scratch: torch.Tensor | None = None  # the blur's, made when a patch is blurred
-        chosen = self.chosen.tolist()
-        blurred = (self.blur_sigma > 0).tolist()
+        chosen, blurred = self.chosen.tolist(), self.blurred.tolist()  # on the host
         kernels = gaussian_kernels_1d(self.blur_sigma.clamp(min=1e-3))
         table = normal_table(device)
-        gen = torch.Generator(device=device)
-        gen.manual_seed(self.noise_seed)
+        gen = device_generator(device, self.noise_seed)
         rows = None
         if scale is not None or shift is not None:
             ones = torch.ones((1, c), device=device)
@@ -332,7 +345,7 @@ class PhotometricDraw:
             if len(smooth) == stop - start:
                 blur_hwc_(chunk, kernels[start:stop], scratch)
             elif smooth:
-                idx = torch.tensor(smooth, device=device)
+                idx = torch.tensor(smooth).to(device, non_blocking=True)
                 patches = out.index_select(0, idx)
                 blur_hwc_(patches, kernels[idx], scratch)
                 out.index_copy_(0, idx, patches)
@@ -355,7 +368,8 @@ def photometric(
     Args:
         x: ``(B, C, H, W)`` float imagery on the 0..1 scale.
         p: Probability that a patch is perturbed.
-        gen: The random generator (on ``x``'s device).
+        gen: The random generator of the per-patch draws: on the CPU (the device's work
+            then never waits for the host), or on ``x``'s device.
         ranges: The ranges (default :class:`PhotometricRanges`).
 
     Returns:
@@ -383,7 +397,8 @@ def photometric_uint8(
     Args:
         images: uint8 imagery, ``(B, H, W, C)`` (``channels_last``) or ``(B, C, H, W)``.
         p: Probability that a patch is perturbed.
-        gen: The random generator (on ``images``' device).
+        gen: The random generator of the per-patch draws: on the CPU (the device's work
+            then never waits for the host), or on ``images``' device.
         ranges: The ranges (default :class:`PhotometricRanges`).
         channels_last: Whether ``images`` is ``(B, H, W, C)``.
         scale: Optional ``(B, C)`` or ``(1, C)`` factor applied to the 0..1 result.

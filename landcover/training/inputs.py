@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from landcover.config import DataConfig
+from landcover.data.augment import d4_source_index, transform_batch
 from landcover.data.normalize import TileStats, array_band_stats
 from landcover.data.photometric import PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
@@ -50,7 +51,9 @@ class TrainingInput:
         self.ranges = PhotometricRanges().scaled(cfg.photometric_strength)
         self.device = device
         self.seed = seed
-        self.generator = torch.Generator(device=device)
+        # the per-patch draws on the host: reading which patches to perturb then costs a GPU
+        # no synchronisation (the pixel noise is drawn on the device, from a drawn seed)
+        self.generator = torch.Generator()
         self.generator.manual_seed(seed)
         mean = torch.tensor([list(cfg.mean)], dtype=torch.float32)  # type: ignore[arg-type]
         std = torch.tensor([list(cfg.std)], dtype=torch.float32)  # type: ignore[arg-type]
@@ -64,6 +67,12 @@ class TrainingInput:
         self.scale_dn = 1.0 / (255.0 * std)
         self.scale = 1.0 / std
         self.shift = mean / std
+        # data.augment_on: device: the sampler leaves D4 to one gather here (the same batches)
+        self.d4_table = (
+            d4_source_index(cfg.patch_size, device)
+            if cfg.augment and cfg.augment_on == "device"
+            else None
+        )
 
     def start_epoch(self, rank: int, epoch: int) -> None:
         """Reseeds the photometric draws for one worker and epoch (reproducible on resume).
@@ -86,7 +95,7 @@ class TrainingInput:
             ``(B, C, H, W)`` float32 model input (memory channels-last).
         """
         if self.per_tile and tiles is not None:
-            index = tiles.to(self.device, dtype=torch.long)
+            index = tiles.to(self.device, dtype=torch.long, non_blocking=True)
         else:
             index = torch.zeros(1, dtype=torch.long, device=self.device)
         if self.p <= 0:
@@ -102,3 +111,33 @@ class TrainingInput:
             scale=self.scale[index],
             shift=self.shift[index],
         )
+
+    def model_batch(
+        self, batch: tuple[torch.Tensor, ...], contiguous: bool = False
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """A batch as the sampler draws it, made the model's input on the device.
+
+        Moves it (asynchronously from pinned memory), applies D4 when the sampler left it
+        here (:attr:`d4_table`), augments and normalises. Nothing is read back from the
+        device, so on a GPU the host goes on queueing work without waiting for it.
+
+        Args:
+            batch: ``(images, labels, tiles)`` of
+                :meth:`~landcover.data.sampler.PatchSampler.batch_with_tiles`, or with
+                :attr:`d4_table` ``(images, labels, tiles, codes)`` of
+                :meth:`~landcover.data.sampler.PatchSampler.batch_for_device`.
+            contiguous: Return the input in contiguous ``(B, C, H, W)`` memory (else
+                channels-last memory, as it is made).
+
+        Returns:
+            ``(inputs, labels)``: ``(B, C, H, W)`` float32 and ``(B, H, W)`` int64 class
+            indices, on the device.
+        """
+        images, labels, tiles, *codes = batch
+        images = images.to(self.device, non_blocking=True)
+        labels = labels.to(self.device, non_blocking=True)
+        if self.d4_table is not None:
+            code = codes[0].to(self.device, non_blocking=True)
+            images, labels = transform_batch(images, labels, code, self.d4_table)
+        inputs = self(images, tiles)
+        return (inputs.contiguous() if contiguous else inputs), labels.long()

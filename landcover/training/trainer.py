@@ -22,7 +22,6 @@ from torch import nn
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
-from landcover.data.augment import d4_source_index, transform_batch
 from landcover.data.normalize import tile_normalizer
 from landcover.data.prefetch import Prefetcher
 from landcover.data.sampler import epoch_rng
@@ -114,12 +113,6 @@ class Trainer:
         self.reduce_device = device if device.type == "cuda" else torch.device("cpu")
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.grad_scaling else None
         self.data = load_worker_data(config, env, self.folder, device, engine)
-        # data.augment_on: device: the sampler leaves D4 to one gather here (the same batches)
-        self.d4_table = (
-            d4_source_index(config.data.patch_size, device)
-            if config.data.augment and config.data.augment_on == "device"
-            else None
-        )
         # the worker count as launched (an external launcher may differ from run.workers)
         self.resolved = Resolved(workers=env.world_size, stats=self.data.stats)
         self.config = self.resolved.apply(config)
@@ -220,8 +213,8 @@ class Trainer:
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
         k = cfg.optim.accumulate
-        sampler, table = self.data.sampler, self.d4_table
-        draw = sampler.batch_with_tiles if table is None else sampler.batch_for_device
+        sampler, prepare = self.data.sampler, self.data.prepare
+        draw = sampler.batch_with_tiles if prepare.d4_table is None else sampler.batch_for_device
         batches = iter(
             Prefetcher(
                 lambda: draw(cfg.optim.batch_size, rng),
@@ -233,18 +226,10 @@ class Trainer:
             lr = lr_at(cfg.optim, self.geometry, epoch + step / self.geometry.steps_per_epoch)
             for group in self.optimizer.param_groups:
                 group["lr"] = lr
-            micro = []
-            for images, labels, tiles, *codes in itertools.islice(batches, k):
-                images = images.to(self.device, non_blocking=True)
-                labels = labels.to(self.device, non_blocking=True)
-                if table is not None:
-                    images, labels = transform_batch(
-                        images, labels, codes[0].to(self.device, non_blocking=True), table
-                    )
-                inputs = self.data.prepare(images, tiles)
-                if not self.channels_last:
-                    inputs = inputs.contiguous()
-                micro.append((inputs, labels.long()))
+            micro = [
+                prepare.model_batch(batch, contiguous=not self.channels_last)
+                for batch in itertools.islice(batches, k)
+            ]
             loss = accumulation_step(
                 self.replica.module,
                 self.criterion,

@@ -114,8 +114,9 @@ def test_uint8_to_device_path_gives_the_host_paths_batches(
 ) -> None:
     if device_name == "cuda" and photometric > 0:
         pytest.skip(
-            "CUDA's generator draws other photometric perturbations than the CPU's from the "
-            "same seed: the two paths are comparable bit for bit without photometric only"
+            "CUDA's generator draws other pixel noise than the CPU's from the same seed (the "
+            "per-patch draws are made on the host on both): the two paths are comparable bit "
+            "for bit without photometric only"
         )
     device = torch.device(device_name)
     tiles = _tiles()
