@@ -56,10 +56,13 @@ for stage in "${STAGES[@]}"; do
     smoke)  # landcover train + predict on CUDA (sample data, default config, 2 epochs)
         SAMPLE=$("$PYTHON" -m landcover data sample)
         "$PYTHON" -m landcover train --config configs/default.yaml --data "$SAMPLE" --out "$WORK/run" \
-            --epochs 2 --samples-per-epoch 2048 --device cuda 2>&1 | tee "$RESULTS_DIR/train.log"
+            --epochs 2 --samples-per-epoch 2048 --device cuda --set run.profile_steps=10 \
+            2>&1 | tee "$RESULTS_DIR/train.log"
         "$PYTHON" -m landcover predict "$SAMPLE/sample_011_naip.tif" --checkpoint "$WORK/run/checkpoints/last.pt" \
             --out "$WORK/maps" --device cuda 2>&1 | tee "$RESULTS_DIR/predict.log"
         cp "$WORK/run/metrics.jsonl" "$RESULTS_DIR/train-metrics.jsonl"
+        # 10 steps under torch's profiler: ms a step and the GPU kernels' share of them
+        cp "$WORK/run/profile/rank0.txt" "$RESULTS_DIR/train-profile.txt"
         ;;
     scaling)  # 1-GPU training in fp32, bf16 and bf16 + torch.compile: samples/s and MFU
         "$PYTHON" benchmarks/scaling_bench.py --quick --gpu-only --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"

@@ -52,6 +52,11 @@ class RunConfig(Section):
             gradients every step (0: off).
         compile: Compile the model with ``torch.compile`` for training (``landcover predict
             --compile`` for maps); the first steps pay the compile time.
+        profile_steps: Profile this many optimizer steps of the first epoch trained with
+            ``torch.profiler`` (after 3 steps and one warm-up step), on every worker:
+            ``profile/rank{r}.pt.trace.json`` (a Chrome trace: Perfetto, TensorBoard) and
+            ``profile/rank{r}.txt`` (operators by time); a line in the log gives the
+            milliseconds a step and, on a GPU, its kernels' share of them (0: off).
         mlflow: Log the run to MLflow from rank 0 (the flattened config as parameters, each
             epoch's loss, learning rate, samples/s, per-class IoU, mIoU and accuracy, and
             ``curves.png``), to the tracking server of ``MLFLOW_TRACKING_URI``; also on, whatever
@@ -87,6 +92,7 @@ class RunConfig(Section):
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
     compile: bool = False
+    profile_steps: int = Field(0, ge=0)
     mlflow: bool = False
 
     @field_validator("engine")

@@ -25,17 +25,15 @@ deviations), four codes per 64 random bits: about half the cost of ``torch.randn
 is separable (two 5-tap passes). On the CPU the batch is processed one patch at a time, so its
 scratch stays in cache and is reused (fresh memory costs page faults); elsewhere in one chunk.
 
-Why our own and not albumentations: the pass works on the batch where training already has it
-(on the GPU in a CUDA run, where a few element-wise operations over a batch cost next to nothing
-and no CPU time is taken from the sampler), its draws come from a ``torch.Generator`` the caller
-seeds per (seed, rank, epoch) (a batch stays reproducible, also on resume), it needs no
-dependency, its arithmetic is exact enough to test against numpy, and on the CPU it is the
-faster one too: ``benchmarks/augment_bench.py`` measured the path training uses (a uint8 batch
-of 64 patches of 256 px in, the perturbed float batch out, every patch perturbed, one thread,
-on 2 cores another job kept busy) at 0.063 s against 0.096 s for albumentations 2.0.8 per
-patch, then stacked and made float, in the same run (1.5x; 1.5 to 1.6x over four runs). The
-earlier per-pixel float pass took 0.40 to 0.46 s there (0.2x); about 25 ms of the 63 are the
-page faults of the fresh 67 MB float batch, which both sides pay.
+Why our own and not albumentations: the pass works on the batch where training has it (on
+the GPU in a CUDA run, taking no CPU time from the sampler), its draws come from a generator
+the caller seeds per (seed, rank, epoch) (reproducible, also on resume), it needs no
+dependency, its arithmetic is exact enough to test against numpy, and on the CPU it is faster
+too: ``benchmarks/augment_bench.py`` (a uint8 batch of 64 patches of 256 px in, the perturbed
+float batch out, every patch perturbed, one thread) measured 0.063 s against 0.096 s for
+albumentations 2.0.8 per patch, stacked and made float (1.5x; 1.5 to 1.6x over four runs); the
+earlier per-pixel float pass took 0.40 to 0.46 s. About 25 ms of the 63 are the page faults
+of the fresh 67 MB float batch, which both sides pay.
 """
 
 from __future__ import annotations
@@ -54,53 +52,10 @@ from landcover.data.noiseblur import (
     noise_codes,
     normal_table,
 )
+from landcover.data.photoranges import PhotometricRanges
 
 CPU_CHUNK = 1
 """Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""
-
-
-@dataclass(frozen=True)
-class PhotometricRanges:
-    """The ranges a perturbed patch draws from, at strength 1.
-
-    Attributes:
-        gain: ``(low, high)`` per-band multiplicative gain (log-uniform).
-        offset: Largest per-band additive offset on the 0..1 scale (uniform in +-offset;
-            0.12 is about 30 DN).
-        gamma: ``(low, high)`` per-patch gamma (log-uniform), applied as ``x ** gamma``.
-        noise: Largest per-patch noise standard deviation on the 0..1 scale (0.02: 5 DN).
-        blur_p: Probability that a perturbed patch is blurred.
-        blur_sigma: ``(low, high)`` blur sigma in pixels (uniform).
-    """
-
-    gain: tuple[float, float] = (0.67, 1.5)
-    offset: float = 0.12
-    gamma: tuple[float, float] = (0.7, 1.4)
-    noise: float = 0.02
-    blur_p: float = 0.25
-    blur_sigma: tuple[float, float] = (0.4, 1.2)
-
-    def scaled(self, strength: float) -> PhotometricRanges:
-        """The ranges shrunk (or widened) toward the identity by ``strength``.
-
-        Args:
-            strength: 1 keeps the ranges; 0.5 halves log-gains, offsets, log-gammas, noise.
-
-        Returns:
-            The scaled ranges.
-        """
-
-        def log_range(r: tuple[float, float]) -> tuple[float, float]:
-            return (math.exp(strength * math.log(r[0])), math.exp(strength * math.log(r[1])))
-
-        return PhotometricRanges(
-            gain=log_range(self.gain),
-            offset=self.offset * strength,
-            gamma=log_range(self.gamma),
-            noise=self.noise * strength,
-            blur_p=self.blur_p,
-            blur_sigma=self.blur_sigma,
-        )
 
 
 def _log_uniform(
@@ -127,9 +82,8 @@ class PhotometricDraw:
         blurred: ``(B,)`` bool on the host: ``blur_sigma > 0``.
         shape: The batch's ``(B, C, H, W)``.
 
-    The tensors other than ``chosen`` and ``blurred`` are on the batch's device. The two
-    on the host are what the pass branches on (which patches get noise, which a blur): read
-    there, they cost a GPU no synchronisation.
+    The other tensors are on the batch's device; what the pass branches on stays on the host,
+    where reading it costs a GPU no synchronisation.
     """
 
     gain: torch.Tensor
@@ -155,15 +109,13 @@ class PhotometricDraw:
 
         The draws, in order: chosen ``(B,)``, gain ``(B, C)``, offset ``(B, C)``, gamma
         ``(B,)``, noise standard deviation ``(B,)``, blurred ``(B,)``, sigma ``(B,)`` (all
-        uniform), then one integer, the seed of the noise codes. They are made where ``gen``
-        is and then moved to ``device``: with a CPU generator (what training passes) nothing
-        is read back from a GPU, so the host keeps queueing work ahead of it.
+        uniform), then one integer, the seed of the noise codes; made where ``gen`` is, then
+        moved to ``device`` (with a CPU generator nothing is read back from a GPU).
 
         Args:
             shape: The batch's ``(B, C, H, W)``.
             p: Probability that a patch is perturbed.
-            gen: The random generator: on the CPU, or on ``device`` (then reading the
-                decisions back waits for the device).
+            gen: The random generator: on the CPU, or on ``device`` (then it waits for it).
             ranges: The ranges.
             device: The batch's device.
 
@@ -368,8 +320,7 @@ def photometric(
     Args:
         x: ``(B, C, H, W)`` float imagery on the 0..1 scale.
         p: Probability that a patch is perturbed.
-        gen: The random generator of the per-patch draws: on the CPU (the device's work
-            then never waits for the host), or on ``x``'s device.
+        gen: The random generator of the per-patch draws: on the CPU, or on ``x``'s device.
         ranges: The ranges (default :class:`PhotometricRanges`).
 
     Returns:
@@ -397,8 +348,7 @@ def photometric_uint8(
     Args:
         images: uint8 imagery, ``(B, H, W, C)`` (``channels_last``) or ``(B, C, H, W)``.
         p: Probability that a patch is perturbed.
-        gen: The random generator of the per-patch draws: on the CPU (the device's work
-            then never waits for the host), or on ``images``' device.
+        gen: The random generator of the per-patch draws: on the CPU, or on ``images``' device.
         ranges: The ranges (default :class:`PhotometricRanges`).
         channels_last: Whether ``images`` is ``(B, H, W, C)``.
         scale: Optional ``(B, C)`` or ``(1, C)`` factor applied to the 0..1 result.

@@ -10,22 +10,21 @@ run folder and checkpoints; every run resumes from its ``last.pt``.
 
 from __future__ import annotations
 
-import hashlib
+import contextlib
 import itertools
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 
 import torch
-from torch import nn
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
 from landcover.data.normalize import tile_normalizer
 from landcover.data.prefetch import Prefetcher
 from landcover.data.sampler import epoch_rng
-from landcover.errors import CheckpointError, TrainingError, first_line
+from landcover.errors import CheckpointError, first_line
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
 from landcover.models import (
@@ -49,7 +48,9 @@ from landcover.training.geometry import BatchGeometry
 from landcover.training.health import unlearned_after
 from landcover.training.loggers import run_callbacks
 from landcover.training.losses import SegmentationLoss
+from landcover.training.profiling import epoch_profiler
 from landcover.training.records import EpochRecord, ValidationMetrics
+from landcover.training.replicas import verify_replicas
 from landcover.training.resolved import Resolved
 from landcover.training.runfolder import RunFolder
 from landcover.training.schedule import lr_at
@@ -58,22 +59,6 @@ from landcover.training.step import accumulation_step, build_optimizer
 from landcover.training.validate import validation_confusion
 
 log = logging.getLogger("landcover")
-
-
-def parameter_digest(model: nn.Module) -> str:
-    """A SHA-256 digest of a model's parameters, to compare replicas across workers.
-
-    Args:
-        model: The model.
-
-    Returns:
-        The hex digest.
-    """
-    h = hashlib.sha256()
-    for name, param in sorted(model.named_parameters()):
-        h.update(name.encode())
-        h.update(param.detach().cpu().contiguous().numpy().tobytes())
-    return h.hexdigest()
 
 
 class Trainer:
@@ -212,41 +197,34 @@ class Trainer:
         self.callbacks.on_epoch_start(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
-        k = cfg.optim.accumulate
-        sampler, prepare = self.data.sampler, self.data.prepare
-        draw = sampler.batch_with_tiles if prepare.d4_table is None else sampler.batch_for_device
+        sampler = self.data.sampler
+        on_device = self.data.prepare.d4_table is not None
+        draw = sampler.batch_for_device if on_device else sampler.batch_with_tiles
         batches = iter(
             Prefetcher(
                 lambda: draw(cfg.optim.batch_size, rng),
-                self.geometry.steps_per_epoch * k,
+                self.geometry.steps_per_epoch * cfg.optim.accumulate,
                 pin_memory=self.device.type == "cuda",
             )
         )
-        for step in range(self.geometry.steps_per_epoch):
-            lr = lr_at(cfg.optim, self.geometry, epoch + step / self.geometry.steps_per_epoch)
-            for group in self.optimizer.param_groups:
-                group["lr"] = lr
-            micro = [
-                prepare.model_batch(batch, contiguous=not self.channels_last)
-                for batch in itertools.islice(batches, k)
-            ]
-            loss = accumulation_step(
-                self.replica.module,
-                self.criterion,
-                self.optimizer,
-                micro,
-                self.autocast_dtype,
-                cfg.optim.grad_clip,
-                sync=self.replica.syncs_gradients,
-                scaler=self.scaler,
-                no_sync=self.replica.no_sync,
+        profiler = (  # run.profile_steps: steps of the first epoch this run trains
+            epoch_profiler(
+                self.folder.path("profile"),
+                self.env.rank,
+                self.device,
+                self.geometry.steps_per_epoch,
+                cfg.run.profile_steps,
             )
-            if self.replica.local_sgd is not None:
-                self.replica.local_sgd.after_step()
-            if self.ema is not None:
-                self.ema.update(self.model)
-            loss_sum += loss
-            self.callbacks.on_step(step + 1, loss, (step + 1) * self.geometry.global_batch)
+            if epoch == self.start_epoch
+            else None
+        )
+        with profiler if profiler is not None else contextlib.nullcontext():
+            for step in range(self.geometry.steps_per_epoch):
+                lr = self._train_step(epoch, step, batches, loss_sum)
+                if profiler is not None:
+                    profiler.step()
+        if profiler is not None and profiler.files:
+            self.folder.publish(*(f"profile/{f.name}" for f in profiler.files))
         if self.replica.local_sgd is not None:
             self.replica.local_sgd.synchronize()
             if self.ema is not None:  # each worker averaged its own steps
@@ -254,6 +232,40 @@ class Trainer:
         total = loss_sum.to(self.reduce_device).clone()
         self.engine.all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
+
+    def _train_step(
+        self, epoch: int, step: int, batches: Iterator[tuple], loss_sum: torch.Tensor
+    ) -> float:
+        """One optimizer step on the next ``optim.accumulate`` batches; returns its lr.
+
+        The step's loss is added to ``loss_sum`` on the device (nothing is read back).
+        """
+        cfg = self.config
+        lr = lr_at(cfg.optim, self.geometry, epoch + step / self.geometry.steps_per_epoch)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+        micro = [
+            self.data.prepare.model_batch(batch, contiguous=not self.channels_last)
+            for batch in itertools.islice(batches, cfg.optim.accumulate)
+        ]
+        loss = accumulation_step(
+            self.replica.module,
+            self.criterion,
+            self.optimizer,
+            micro,
+            self.autocast_dtype,
+            cfg.optim.grad_clip,
+            sync=self.replica.syncs_gradients,
+            scaler=self.scaler,
+            no_sync=self.replica.no_sync,
+        )
+        if self.replica.local_sgd is not None:
+            self.replica.local_sgd.after_step()
+        if self.ema is not None:
+            self.ema.update(self.model)
+        loss_sum += loss
+        self.callbacks.on_step(step + 1, loss, (step + 1) * self.geometry.global_batch)
+        return lr
 
     def _validate(self) -> ValidationMetrics | None:
         start = time.perf_counter()
@@ -315,7 +327,7 @@ class Trainer:
         try:
             for epoch in range(self.start_epoch, cfg.optim.epochs):
                 record = self._run_epoch(epoch)
-            self._verify_replicas()
+            verify_replicas(self.model, self.ema.module if self.ema else None, self.engine)
             completed = True
         finally:
             self.callbacks.on_train_end(completed)
@@ -359,19 +371,3 @@ class Trainer:
         self.folder.publish(f"logs/rank{self.env.rank}.log")
         self.engine.barrier()
         return record
-
-    def _verify_replicas(self) -> None:
-        """Checks that every worker ends with bit-identical weights (DDP kept them in sync)."""
-        digest = parameter_digest(self.model)
-        if self.ema is not None:
-            digest = hashlib.sha256(
-                (digest + parameter_digest(self.ema.module)).encode()
-            ).hexdigest()
-        digests = self.engine.all_gather_object(digest)
-        if len(set(digests)) != 1:
-            raise TrainingError(f"worker weights diverged: parameter digests {digests}")
-        log.info(
-            "replica check: weights identical on all %d worker(s) (sha256 %s)",
-            self.env.world_size,
-            digest[:16],
-        )

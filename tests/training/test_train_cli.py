@@ -74,6 +74,8 @@ def test_two_workers_train_three_epochs(tiny_data: Path, tiny_config: Path, tmp_
     assert all(digests), [(run / "logs" / f"rank{r}.log").read_text() for r in (0, 1)]
     assert digests[0].group(1) == digests[1].group(1)
 
+    assert not (run / "profile").exists()  # run.profile_steps is off by default
+
     # metrics.jsonl: one line per epoch with the fields users read
     records = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
     assert [r["epoch"] for r in records] == [1, 2, 3]
