@@ -327,7 +327,8 @@ class Trainer:
         try:
             for epoch in range(self.start_epoch, cfg.optim.epochs):
                 record = self._run_epoch(epoch)
-            verify_replicas(self.model, self.ema.module if self.ema else None, self.engine)
+            average = self.ema.module if self.ema is not None else None
+            verify_replicas(self.model, average, self.engine)
             completed = True
         finally:
             self.callbacks.on_train_end(completed)
