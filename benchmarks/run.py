@@ -39,6 +39,7 @@ PARTS = (
     "quality",
     "augment",
     "feed",
+    "gil",
     "shifted",
     "compile",
     "storage",

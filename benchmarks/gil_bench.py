@@ -1,0 +1,142 @@
+"""The training feed's thread against a launch-bound host loop: does the GIL serialise them?
+
+On a GPU a training step's host side is mostly Python and kernel launches (the GPU runs the
+kernels), and the feed (:class:`~landcover.data.prefetch.Prefetcher` drawing
+``configs/default.yaml``'s batches with ``PatchSampler.batch_with_tiles``) runs in a thread of
+the same process. This part stands in for the step's host side with a loop of tiny torch
+operations (each one a dispatch, as a launch is) and times it per step alone, then with the
+feed thread drawing one batch per step beside it, on two cores; the feed alone is timed too.
+If the two overlapped, the step beside the feed would take about ``max(step, feed)``; if
+the GIL serialises them, about ``step + feed``. ``overlap`` is the share of the smaller of the
+two that was hidden: 1 fully overlapped, 0 fully serial.
+
+Usage: python benchmarks/gil_bench.py [--quick] [--out DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from common import RESULTS, Goal, write_results
+from feed_bench import CONFIG, make_tiles
+
+from landcover.config.loading import load_config
+from landcover.data.prefetch import Prefetcher
+from landcover.data.sampler import PatchSampler, epoch_rng
+
+OPS = (1500, 6000)
+"""Tiny operations per stand-in host step (about 3.5 and 14 ms on this machine's cores)."""
+
+
+def _host_step(ops: int, x: torch.Tensor) -> torch.Tensor:
+    y = x
+    for _ in range(ops // 3):
+        y = y.add(1.0).mul(0.5).relu()
+    return y
+
+
+def _per_step_ms(sampler: PatchSampler, batch: int, ops: int, steps: int, feed: bool) -> float:
+    """Milliseconds a host step, alone or with the feed thread drawing a batch per step."""
+    rng = epoch_rng(0, 0, 0)
+    batches = (
+        iter(Prefetcher(lambda: sampler.batch_with_tiles(batch, rng), steps)) if feed else None
+    )
+    x = torch.ones(8)
+    start = time.perf_counter()
+    for _ in range(steps):
+        if batches is not None:
+            next(batches)
+        _host_step(ops, x)
+    return (time.perf_counter() - start) / steps * 1e3
+
+
+def run(quick: bool, out: Path) -> list[Goal]:
+    """Measures and writes ``gil.json`` / ``gil.csv``.
+
+    Args:
+        quick: Fewer and shorter rounds.
+        out: Results folder.
+
+    Returns:
+        The overlap goal (the feed thread hidden behind the host step: >= 0.8).
+    """
+    if len(os.sched_getaffinity(0)) < 2:
+        raise SystemExit("gil_bench needs 2 cores")
+    torch.set_num_threads(1)
+    config = load_config(CONFIG, {"run.device": "cpu"})
+    cfg, batch = config.data, config.optim.batch_size
+    tiles = make_tiles(cfg, 4, 1024)
+    sampler = PatchSampler(
+        tiles,
+        cfg.patch_size,
+        cfg.classes.num_classes,
+        max_nodata_fraction=cfg.max_nodata_fraction,
+        class_balance=cfg.class_balance,
+        augment=cfg.augment,
+    )
+    steps, rounds = (30, 2) if quick else (60, 3)
+    rng = epoch_rng(0, 0, 1)
+    sampler.batch_with_tiles(batch, rng)  # warm-up
+    rows = []
+    for ops in OPS:
+        _host_step(ops, torch.ones(8))
+        alone, beside, feed = [], [], []
+        for _ in range(rounds):
+            alone.append(_per_step_ms(sampler, batch, ops, steps, feed=False))
+            beside.append(_per_step_ms(sampler, batch, ops, steps, feed=True))
+            start = time.perf_counter()
+            for _ in range(steps):
+                sampler.batch_with_tiles(batch, rng)
+            feed.append((time.perf_counter() - start) / steps * 1e3)
+        a, b, f = min(alone), min(beside), min(feed)
+        hidden = (a + f - b) / min(a, f)
+        rows.append(
+            {
+                "host_ops": ops,
+                "step_alone_ms": round(a, 2),
+                "feed_alone_ms": round(f, 2),
+                "step_beside_feed_ms": round(b, 2),
+                "serial_sum_ms": round(a + f, 2),
+                "overlapped_ms": round(max(a, f), 2),
+                "overlap": round(max(0.0, min(1.0, hidden)), 2),
+            }
+        )
+    settings = (
+        f"configs/default.yaml's feed (patch {cfg.patch_size}, batch {batch}, class balance "
+        f"{cfg.class_balance}, D4) on 4 synthetic tiles of 1,024 px; best of {rounds} rounds "
+        f"of {steps} steps; 2 cores, torch 1 thread"
+    )
+    overlap = min(r["overlap"] for r in rows)
+    goals = [
+        Goal(
+            part="gil",
+            goal="the feed thread hides behind a launch-bound host step (overlap)",
+            value=overlap,
+            target=">= 0.8",
+            holds=overlap >= 0.8,
+            note="0: the GIL serialises the feed with the step's host side, so on a GPU each "
+            "step pays the feed's time on top (a feed in worker processes would not)",
+        )
+    ]
+    write_results("gil", rows, {"settings": settings}, out, goals)
+    return goals
+
+
+def main() -> None:
+    """Runs the part from the command line."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, default=RESULTS)
+    args = parser.parse_args()
+    run(args.quick, args.out)
+
+
+if __name__ == "__main__":
+    main()
