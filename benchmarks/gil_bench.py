@@ -78,6 +78,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
         cfg.patch_size,
         cfg.classes.num_classes,
         max_nodata_fraction=cfg.max_nodata_fraction,
+        oversample_rare=cfg.oversample_rare,
         class_balance=cfg.class_balance,
         augment=cfg.augment,
     )

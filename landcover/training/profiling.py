@@ -132,7 +132,6 @@ class StepProfiler(AbstractContextManager["StepProfiler"]):
         self.device = device
         self.skip = skip
         self.active = active
-        self.summary: ProfileSummary | None = None
         self.files: list[Path] = []
         self._steps = 0
         self._start = 0.0
@@ -192,13 +191,14 @@ class StepProfiler(AbstractContextManager["StepProfiler"]):
             if e.device_type == DeviceType.CUDA
         )
         wall = self._wall or time.perf_counter() - self._start
-        self.summary = ProfileSummary(
+        summary = ProfileSummary(
             steps=self.active,
             wall_ms=wall * 1e3 / steps,
             cpu_ms=cpu_us / 1e3 / steps,
             device_ms=device_us / 1e3 / steps,
             device=self.device.type,
         )
+        headline = summary.headline()
         sort = "self_device_time_total" if self.device.type == "cuda" else "self_cpu_time_total"
         trace = self.folder / f"rank{self.rank}.pt.trace.json"
         table = self.folder / f"rank{self.rank}.txt"
@@ -211,12 +211,12 @@ class StepProfiler(AbstractContextManager["StepProfiler"]):
             finally:
                 partial.unlink(missing_ok=True)
             text = events.table(sort_by=sort, row_limit=30)
-            atomic_write_text(table, f"{self.summary.headline()}\n\n{text}\n")
+            atomic_write_text(table, f"{headline}\n\n{text}\n")
         except (OSError, RuntimeError) as exc:
             log.warning("rank %d: the profile was not written (%s)", self.rank, first_line(exc))
             return
         self.files = [trace, table]
-        log.info("%s; trace and table in %s", self.summary.headline(), trace.parent)
+        log.info("%s; trace and table in %s", headline, trace.parent)
 
 
 def epoch_profiler(
