@@ -51,6 +51,12 @@ class DataConfig(Section):
             training ran 1.34x faster with D4 and photometric both off; on the CPU the gather
             costs about 5x the host's flips (``benchmarks/feed_bench.py``), so ``host`` stays
             the default until ``device`` is measured on a GPU.
+        loader_workers: Processes drawing each training worker's batches: ``0`` draws them in
+            a thread of the training process, ``N`` in ``N`` forked processes that share its
+            tiles in memory and draw outside its GIL (a thread's draws are serialised with a
+            GPU step's kernel launches, ``benchmarks/gil_bench.py``); ``auto``: 2 on a GPU, 0
+            on the CPU. The batches are the same whichever draws them (each batch has its own
+            random generator), so the trained model does not depend on it.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
             them from local disk.
@@ -86,6 +92,7 @@ class DataConfig(Section):
     class_balance: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
     augment_on: Literal["host", "device"] = "host"
+    loader_workers: int | Literal["auto"] = "auto"
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None
     resolution: float | None = Field(None, gt=0)
@@ -102,6 +109,13 @@ class DataConfig(Section):
     @classmethod
     def _band_values(cls, value: Any) -> Any:
         return numbers_or_auto(value, "one per band")
+
+    @field_validator("loader_workers")
+    @classmethod
+    def _workers_not_negative(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and value < 0:
+            raise ValueError(f"must be 0 or more processes, or auto, not {value}")
+        return value
 
     @field_validator("classes", mode="before")
     @classmethod

@@ -21,9 +21,8 @@ import torch
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
+from landcover.data.loader import EpochBatches, describe_feed, epoch_loader, resolve_loader_workers
 from landcover.data.normalize import tile_normalizer
-from landcover.data.prefetch import Prefetcher
-from landcover.data.sampler import epoch_rng
 from landcover.errors import CheckpointError, first_line
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
@@ -94,6 +93,7 @@ class Trainer:
         self.precision = choose_precision(device, config.run.bf16)
         self.autocast_dtype = self.precision.autocast_dtype
         self.channels_last = device.type == "cuda" and config.run.channels_last
+        self.loader_workers = resolve_loader_workers(config.data.loader_workers, device)
         self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
         self.reduce_device = device if device.type == "cuda" else torch.device("cpu")
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.grad_scaling else None
@@ -191,7 +191,6 @@ class Trainer:
 
     def _train_epoch(self, epoch: int) -> tuple[float, float]:
         cfg = self.config
-        rng = epoch_rng(cfg.run.seed, self.env.rank, epoch)
         self.data.prepare.start_epoch(self.env.rank, epoch)
         self.replica.module.train()
         self.callbacks.on_epoch_start(epoch + 1, self.geometry.steps_per_epoch)
@@ -200,12 +199,17 @@ class Trainer:
         sampler = self.data.sampler
         on_device = self.data.prepare.d4_table is not None
         draw = sampler.batch_for_device if on_device else sampler.batch_with_tiles
-        batches = iter(
-            Prefetcher(
-                lambda: draw(cfg.optim.batch_size, rng),
+        batches = epoch_loader(
+            EpochBatches(
+                draw,
+                cfg.optim.batch_size,
                 self.geometry.steps_per_epoch * cfg.optim.accumulate,
-                pin_memory=self.device.type == "cuda",
-            )
+                cfg.run.seed,
+                self.env.rank,
+                epoch,
+            ),
+            self.loader_workers,
+            pin_memory=self.device.type == "cuda",
         )
         profiler = (  # run.profile_steps: steps of the first epoch this run trains
             epoch_profiler(
@@ -312,7 +316,7 @@ class Trainer:
             )
             return None
         log.info(
-            "training epochs %d..%d: %s, %d steps/epoch (%d samples), %s, device %s (%s)",
+            "training epochs %d..%d: %s, %d steps/epoch (%d samples), %s, device %s (%s), %s",
             self.start_epoch + 1,
             cfg.optim.epochs,
             self.geometry.describe_batch(),
@@ -321,6 +325,7 @@ class Trainer:
             self.geometry.describe_lr(),
             self.device,
             self.precision.describe(),
+            describe_feed(self.loader_workers),
         )
         self.callbacks.on_train_start(cfg)
         record, completed = None, False

@@ -242,3 +242,23 @@ def test_d4_on_the_device_trains_the_same_weights(
     assert weights["host"].keys() == weights["device"].keys()
     for name, value in weights["host"].items():
         assert torch.equal(value, weights["device"][name]), name
+
+
+def test_feed_processes_train_the_same_weights_as_the_feed_thread(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    # data.loader_workers: N draws the batches in N forked processes instead of a thread of
+    # the training process; each batch has its own generator, so the batches and the weights
+    # are the same
+    weights = {}
+    for workers in (0, 2):
+        run = tmp_path / f"feed{workers}"
+        args = train_args(tiny_config, tiny_data, run, "--epochs", "2", "--workers", "1")
+        result = run_cli(*args, "--set", f"data.loader_workers={workers}")
+        assert result.returncode == 0, result.stderr
+        said = "in a feed thread" if workers == 0 else f"by {workers} feed processes"
+        assert f"batches drawn {said}" in (run / "logs" / "rank0.log").read_text()
+        weights[workers] = load_checkpoint(run / "checkpoints" / "last.pt").model
+    assert weights[0].keys() == weights[2].keys()
+    for name, value in weights[0].items():
+        assert torch.equal(value, weights[2][name]), name

@@ -1,0 +1,178 @@
+"""An epoch's training batches, drawn in a thread or in worker processes.
+
+Batch ``k`` of an epoch is drawn from its own random generator, seeded from
+``(seed, rank, epoch, k)`` (:func:`batch_rng`), so it is the same batch whoever draws it: the
+:class:`~landcover.data.prefetch.Prefetcher`'s thread (``data.loader_workers: 0``) or any of
+``N`` worker processes of a :class:`torch.utils.data.DataLoader`. The worker processes are
+forked, so they share the tiles in memory with the training process without copying them, and
+they draw outside its GIL: a thread's draws are serialised with the training step's Python and
+kernel launches (``benchmarks/gil_bench.py``), a process's run beside them. A process hands
+its batches over through shared buffers mapped once (:mod:`landcover.data.sharedslots`), not
+as new shared memory each batch.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from landcover.data.prefetch import Prefetcher
+from landcover.data.sharedslots import SharedSlots
+
+Batch = tuple[torch.Tensor, ...]
+"""A batch as the sampler draws it (uint8 patches, labels, tile index[, D4 codes])."""
+
+Draw = Callable[[int, np.random.Generator], Batch]
+"""Draws a batch of a given size from a generator (a :class:`PatchSampler` method)."""
+
+
+def batch_rng(seed: int, rank: int, epoch: int, index: int) -> np.random.Generator:
+    """Returns the random generator of one batch.
+
+    Args:
+        seed: The run's base seed.
+        rank: The training worker's rank.
+        epoch: The epoch (0-based).
+        index: The batch's index in the epoch (micro-batches counted one by one).
+
+    Returns:
+        A generator that is the same on every run with the same four numbers.
+    """
+    return np.random.default_rng([seed, rank, epoch, index])
+
+
+@dataclass(frozen=True)
+class EpochBatches(Dataset):
+    """One worker's batches of one epoch, as a map-style dataset (batch ``k`` at index ``k``).
+
+    Attributes:
+        draw: Draws a batch (``PatchSampler.batch_with_tiles`` or ``batch_for_device``).
+        batch_size: Patches a batch.
+        count: Batches in the epoch.
+        seed: The run's base seed.
+        rank: The training worker's rank.
+        epoch: The epoch (0-based).
+    """
+
+    draw: Draw
+    batch_size: int
+    count: int
+    seed: int
+    rank: int
+    epoch: int
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, index: int) -> Batch:
+        if not 0 <= index < self.count:
+            raise IndexError(f"batch {index} of an epoch of {self.count}")
+        return self.draw(self.batch_size, batch_rng(self.seed, self.rank, self.epoch, index))
+
+
+def resolve_loader_workers(setting: int | str, device: torch.device) -> int:
+    """The worker processes ``data.loader_workers`` asks for on a device.
+
+    ``auto`` is 2 on a GPU (the draws leave the training process's GIL to its kernel
+    launches; two, so that one's batch is ready while the other draws) and 0 elsewhere (on
+    the CPU the model, not the feed, holds the cores, and a thread costs no process).
+
+    Args:
+        setting: A number of processes, or ``auto``.
+        device: The training device.
+
+    Returns:
+        The number of worker processes (0: a thread in the training process).
+    """
+    if setting == "auto":
+        return 2 if device.type == "cuda" else 0
+    return int(setting)
+
+
+def describe_feed(workers: int) -> str:
+    """Says who draws the batches, for the log.
+
+    Args:
+        workers: Worker processes (0: a thread).
+
+    Returns:
+        For example ``batches drawn by 2 feed processes``.
+    """
+    if workers <= 0:
+        return "batches drawn in a feed thread"
+    return f"batches drawn by {workers} feed process{'es' if workers > 1 else ''}"
+
+
+def _one_thread(worker_id: int) -> None:
+    """A feed process computes with one thread (several would fight the training's)."""
+    del worker_id
+    torch.set_num_threads(1)
+
+
+def epoch_loader(
+    batches: EpochBatches, workers: int, pin_memory: bool, depth: int = 2
+) -> Iterator[Batch]:
+    """Iterates over an epoch's batches in order, drawn ahead of the consumer.
+
+    Args:
+        batches: The epoch's batches.
+        workers: Worker processes drawing them (0: one background thread, the
+            :class:`~landcover.data.prefetch.Prefetcher`). The processes are a
+            :class:`~torch.utils.data.DataLoader`'s; each writes its batches into a ring of
+            :class:`~landcover.data.sharedslots.SharedSlots` mapped before they were forked
+            and sends only the batch's index.
+        pin_memory: Pin the batches' memory (for asynchronous copies to a GPU).
+        depth: Batches drawn ahead by the thread, or by each process.
+
+    Returns:
+        An iterator of ``count`` batches, each a tuple of tensors. Leaving it early (or
+        dropping it) stops the thread or the processes.
+    """
+    if workers <= 0:
+        order = iter(range(batches.count))
+        return iter(Prefetcher(lambda: batches[next(order)], batches.count, depth, pin_memory))
+    context = multiprocessing.get_context(
+        "fork" if "fork" in multiprocessing.get_all_start_methods() else None
+    )
+    # the slots' shapes: a batch drawn here from a generator of its own (no batch's)
+    template = batches.draw(batches.batch_size, np.random.default_rng(0))
+    slots = SharedSlots(template, workers * depth + 1, context, pin_memory)
+    loader = DataLoader(
+        _SlotWriter(batches, slots),
+        batch_size=None,  # an item is a whole batch's index; its tensors are in a slot
+        shuffle=False,
+        num_workers=workers,
+        prefetch_factor=depth,
+        worker_init_fn=_one_thread,
+        # forked: the workers share the tiles in memory (spawned ones would be sent a copy)
+        multiprocessing_context=context,
+    )
+    return _taken(loader, slots)
+
+
+def _taken(loader: DataLoader, slots: SharedSlots) -> Iterator[Batch]:
+    try:
+        for index in loader:
+            yield slots.take(int(index))
+    finally:
+        slots.close()
+
+
+class _SlotWriter(Dataset):
+    """In a worker: draws batch ``k`` into its shared slot and hands on only ``k``."""
+
+    def __init__(self, batches: EpochBatches, slots: SharedSlots) -> None:
+        self.batches = batches
+        self.slots = slots
+
+    def __len__(self) -> int:
+        return len(self.batches)
+
+    def __getitem__(self, index: int) -> int:
+        self.slots.write(index, self.batches[index])
+        return index
