@@ -38,7 +38,8 @@ from landcover.data.loader import EpochBatches, epoch_loader
 from landcover.data.sampler import PatchSampler, epoch_rng
 
 OPS = (1500, 6000)
-"""Tiny operations per stand-in host step (about 3.5 and 14 ms on this machine's cores)."""
+"""Tiny operations per stand-in host step (3.5 and 14 ms on one machine's cores, 10 and 40 ms
+on a slower one)."""
 
 
 def _host_step(ops: int, x: torch.Tensor) -> torch.Tensor:

@@ -45,7 +45,7 @@ class DataConfig(Section):
             present classes is at the centre of about ``class_balance / K`` of every batch's
             patches, however rare it is; 0 turns it off.
         augment: Random flips and 90-degree rotations.
-        augment_on: Where they are applied: ``host`` (the sampler, in the feeder thread) or
+        augment_on: Where they are applied: ``host`` (the sampler, in the feed) or
             ``device`` (one gather on the training device; the same batches, bit for bit). On
             the host they are about 40 % of the sampler's time per patch, and on one H100
             training ran 1.34x faster with D4 and photometric both off; on the CPU the gather

@@ -13,8 +13,9 @@ positions built once, :mod:`landcover.data.classindex`):
   probability ``p``, on a class drawn with probability inversely proportional to its pixel count.
 
 Patches with too many ignored pixels are redrawn (a class-centred patch keeps its class). Draws
-are reproducible: the random generator is seeded from (seed, rank, epoch) and consumed in order,
-so a batch is a function of (seed, rank, epoch, step).
+are reproducible: a batch is a function of the random generator it is drawn from, and training
+seeds one for each batch from (seed, rank, epoch, batch) (:func:`landcover.data.loader.batch_rng`),
+so whichever thread or process draws it, it is the same.
 """
 
 from __future__ import annotations
