@@ -13,6 +13,7 @@ as new shared memory each batch.
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -22,7 +23,10 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from landcover.data.prefetch import Prefetcher
-from landcover.data.sharedslots import SharedSlots
+from landcover.data.sharedslots import SharedSlots, bytes_needed, shared_memory_shortfall
+
+log = logging.getLogger(__name__)
+_warned: set[str] = set()
 
 Batch = tuple[torch.Tensor, ...]
 """A batch as the sampler draws it (uint8 patches, labels, tile index[, D4 codes])."""
@@ -131,16 +135,29 @@ def epoch_loader(
 
     Returns:
         An iterator of ``count`` batches, each a tuple of tensors. Leaving it early (or
-        dropping it) stops the thread or the processes.
+        dropping it) stops the thread or the processes. Where the shared memory has too
+        little room for the processes' slots, the batches are drawn in the thread, with one
+        warning line saying why.
     """
-    if workers <= 0:
-        order = iter(range(batches.count))
-        return iter(Prefetcher(lambda: batches[next(order)], batches.count, depth, pin_memory))
+    if workers > 0:
+        # the slots' shapes: a batch drawn here from a generator of its own (no batch's)
+        template = batches.draw(batches.batch_size, np.random.default_rng(0))
+        shortfall = shared_memory_shortfall(bytes_needed(template, workers * depth + 1))
+        if shortfall is None:
+            return _from_processes(batches, workers, pin_memory, depth, template)
+        if shortfall not in _warned:
+            _warned.add(shortfall)
+            log.warning("drawing the batches in a thread: %s", shortfall)
+    order = iter(range(batches.count))
+    return iter(Prefetcher(lambda: batches[next(order)], batches.count, depth, pin_memory))
+
+
+def _from_processes(
+    batches: EpochBatches, workers: int, pin_memory: bool, depth: int, template: Batch
+) -> Iterator[Batch]:
     context = multiprocessing.get_context(
         "fork" if "fork" in multiprocessing.get_all_start_methods() else None
     )
-    # the slots' shapes: a batch drawn here from a generator of its own (no batch's)
-    template = batches.draw(batches.batch_size, np.random.default_rng(0))
     slots = SharedSlots(template, workers * depth + 1, context, pin_memory)
     loader = DataLoader(
         _SlotWriter(batches, slots),

@@ -15,14 +15,59 @@ is never overwritten while it is read, whatever order the workers finish in.
 from __future__ import annotations
 
 import multiprocessing
+import os
 import time
 from collections.abc import Sequence
 from multiprocessing.context import BaseContext
 
 import torch
 
+SHM_DIR = "/dev/shm"
+"""Where Linux keeps shared memory (a tmpfs; a container's is 64 MiB unless it is given more)."""
+
 _POLL_S = 0.0005
 """How often a worker looks whether its slot was freed (it rarely has to wait)."""
+
+
+def bytes_needed(template: Sequence[torch.Tensor], count: int) -> int:
+    """Shared memory that ``count`` slots shaped like ``template`` take.
+
+    Args:
+        template: A batch.
+        count: Slots.
+
+    Returns:
+        Bytes.
+    """
+    return count * sum(t.numel() * t.element_size() for t in template)
+
+
+def shared_memory_shortfall(need: int, shm_dir: str = SHM_DIR) -> str | None:
+    """Says why ``need`` bytes of shared memory would not fit, or ``None`` if they would.
+
+    Touching shared memory beyond a full tmpfs kills the process with SIGBUS, so the room is
+    looked at before the slots are made (with a margin of twice the need, for the other
+    training workers of the machine and for torch's own).
+
+    Args:
+        need: Bytes the slots take.
+        shm_dir: The shared-memory file system.
+
+    Returns:
+        A one-line reason, or ``None``.
+    """
+    try:
+        stat = os.statvfs(shm_dir)
+    except OSError:
+        return None  # no such file system to look at (not Linux): the platform's own rules
+    free = stat.f_bavail * stat.f_frsize
+    if free >= 2 * need:
+        return None
+    return (
+        f"{shm_dir} has {free / 2**20:.0f} MiB free, the feed processes' batches need "
+        f"{need / 2**20:.0f} MiB (twice that to be safe): give the container more shared "
+        "memory (docker --shm-size) or set data.loader_workers: 0"
+    )
 
 
 class SlotsClosedError(Exception):

@@ -5,9 +5,11 @@ The processes hand their batches over through :class:`SharedSlots`, tested here 
 
 from __future__ import annotations
 
+import logging
 import multiprocessing
 import os
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -17,7 +19,7 @@ from landcover.config import DataConfig
 from landcover.data.loader import EpochBatches, epoch_loader, resolve_loader_workers
 from landcover.data.raster import TileArrays
 from landcover.data.sampler import PatchSampler
-from landcover.data.sharedslots import SharedSlots, SlotsClosedError
+from landcover.data.sharedslots import SharedSlots, SlotsClosedError, shared_memory_shortfall
 
 BATCH = 6
 COUNT = 7
@@ -160,3 +162,27 @@ def test_a_batch_of_another_shape_is_refused() -> None:
     slots = SharedSlots((torch.zeros(2, 3, dtype=torch.uint8),), count=2)
     with pytest.raises(ValueError, match=r"batch 0 has shapes \[\(2, 4\)\]"):
         slots.write(0, (torch.zeros(2, 4, dtype=torch.uint8),))
+
+
+def test_shared_memory_without_room_is_said_in_one_line(tmp_path: Path) -> None:
+    assert shared_memory_shortfall(1 << 20, str(tmp_path)) is None
+    reason = shared_memory_shortfall(1 << 60, str(tmp_path))
+    assert reason is not None and "\n" not in reason
+    assert "--shm-size" in reason and "data.loader_workers: 0" in reason
+    assert shared_memory_shortfall(1 << 60, str(tmp_path / "absent")) is None
+
+
+def _vast_batch(size: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
+    """A batch that would take 16 TiB of slots (one byte of memory, expanded)."""
+    return (torch.full((1,), int(rng.integers(0, 100)), dtype=torch.uint8).expand(size << 40),)
+
+
+def test_too_little_shared_memory_draws_in_the_thread(caplog: pytest.LogCaptureFixture) -> None:
+    batches = EpochBatches(_vast_batch, 16, 3, 0, 0, 0)
+    with caplog.at_level(logging.WARNING, logger="landcover.data.loader"):
+        got = list(epoch_loader(batches, 2, False))
+    assert [int(b[0][0]) for b in got] == [
+        int(np.random.default_rng([0, 0, 0, k]).integers(0, 100)) for k in range(3)
+    ]
+    warnings = [r.getMessage() for r in caplog.records]
+    assert len(warnings) == 1 and warnings[0].startswith("drawing the batches in a thread: ")
