@@ -68,11 +68,14 @@ GPU_INPUT_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no host D4", ("data.augment=false",)),
     ("no photometric", ("data.photometric=0",)),
     ("D4 on the GPU", ("data.augment_on=device",)),
+    ("feed in a thread", ("data.loader_workers=0",)),
 )
 """CLI training in bf16 + channels_last with one part of the input path off or moved: label,
 overrides. On one H100 the defaults ran 1.34x slower than with D4 and photometric both off;
-these tell the parts apart (D4 runs in the feeder thread on the host, photometric on the GPU in
-the training thread) and try D4 as one gather on the GPU (``data.augment_on=device``)."""
+these tell the parts apart (D4 runs in the feed on the host, photometric on the GPU in the
+training thread), try D4 as one gather on the GPU (``data.augment_on=device``), and draw the
+batches in a thread of the training process instead of ``auto``'s 2 feed processes
+(``data.loader_workers=0``, the GIL's cost on a GPU step)."""
 
 # Peak dense bf16 tensor-core FLOP/s by device name (first match wins).
 PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (
