@@ -186,3 +186,15 @@ def test_too_little_shared_memory_draws_in_the_thread(caplog: pytest.LogCaptureF
     ]
     warnings = [r.getMessage() for r in caplog.records]
     assert len(warnings) == 1 and warnings[0].startswith("drawing the batches in a thread: ")
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_feed_processes_hand_over_pinned_batches_for_a_gpu() -> None:
+    sampler = _sampler()
+    batches = EpochBatches(sampler.batch_with_tiles, BATCH, COUNT, 5, 0, 2)
+    got = list(epoch_loader(batches, 2, pin_memory=True))
+    for batch, expected in zip(got, _drawn_directly(sampler, False, 5, 2), strict=True):
+        assert all(t.is_pinned() for t in batch)
+        for a, b in zip(batch, expected, strict=True):
+            assert torch.equal(a, b)
