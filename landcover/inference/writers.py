@@ -40,6 +40,7 @@ from landcover.diskerrors import OutputError, free_bytes, output_errors, output_
 from landcover.errors import DataError, first_line
 from landcover.fileio import make_temp_beside
 from landcover.gdalnoise import quiet_gdal
+from landcover.inference.cogcheck import check_complete
 from landcover.inference.overviews import OverviewPyramid
 
 CLASS_NODATA = 255
@@ -389,6 +390,7 @@ def publish_cog(
                 BIGTIFF="IF_SAFER",
                 NUM_THREADS="ALL_CPUS",  # compression and overviews on every core (~1.7x on 2)
             )
+            check_complete(tmp)
             os.replace(tmp, dst)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
