@@ -56,7 +56,9 @@ def per_class_iou(maps: Path, data: Path, names: list[str]) -> dict[str, float]:
 def _train_cpu_config(data: Path, run: Path, *extra: str) -> None:
     """``landcover train`` with the README's CPU config and 2 workers, as the demo runs it."""
     config = REPO / "configs" / "cpu.yaml"
-    result = run_cli(*train_args(config, data, run, "--workers", "2", *extra), timeout=2000)
+    result = run_cli(
+        *train_args(config, data, run, "--workers", "2", *extra), timeout=3000
+    )  # ~15 min on CI; 42 min on a 2.5x slower VM
     assert result.returncode == 0, result.stderr
 
 
@@ -74,7 +76,7 @@ def _predict(checkpoint: Path, tiles: Path, maps: Path) -> None:
 
 
 @pytest.mark.outcome
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3400)
 def test_cpu_config_learns_every_class_on_unseen_tiles(tmp_path: Path) -> None:
     train_data = tmp_path / "train"
     write_synthetic_dataset(train_data, tiles=12, size=512, seed=0, prefix="sample")
@@ -106,7 +108,7 @@ SHIFTED_MIN_MIOU = {"test": 0.75, "reflown": 0.8}
 
 
 @pytest.mark.outcome
-@pytest.mark.timeout(2400)
+@pytest.mark.timeout(3400)
 def test_cpu_defaults_hold_across_flights_and_learn_the_rare_class(tmp_path: Path) -> None:
     """The README's CPU command on the shifted world: every class, the rare buildings included,
     is learned on the test flights' unseen tiles and on the training ground flown again (to
