@@ -245,15 +245,7 @@ def _run(quick: bool, out: Path, core: int) -> list[Goal]:
     cfg = resolve_band_stats(cfg, tiles)
 
     def sampler_with(augment: bool) -> PatchSampler:
-        return PatchSampler(
-            tiles,
-            cfg.patch_size,
-            cfg.classes.num_classes,
-            max_nodata_fraction=cfg.max_nodata_fraction,
-            oversample_rare=cfg.oversample_rare,
-            class_balance=cfg.class_balance,
-            augment=augment,
-        )
+        return PatchSampler.from_config(tiles, cfg, augment)
 
     sampler, plain = sampler_with(cfg.augment), sampler_with(False)
     rng = epoch_rng(config.run.seed, 0, 0)

@@ -108,15 +108,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
     config = load_config(CONFIG, {"run.device": "cpu"})
     cfg, batch = config.data, config.optim.batch_size
     tiles = make_tiles(cfg, 4, 1024)
-    sampler = PatchSampler(
-        tiles,
-        cfg.patch_size,
-        cfg.classes.num_classes,
-        max_nodata_fraction=cfg.max_nodata_fraction,
-        oversample_rare=cfg.oversample_rare,
-        class_balance=cfg.class_balance,
-        augment=cfg.augment,
-    )
+    sampler = PatchSampler.from_config(tiles, cfg)
     steps, rounds = (30, 2) if quick else (60, 3)
     rng = epoch_rng(0, 0, 1)
     sampler.batch_with_tiles(batch, rng)  # warm-up

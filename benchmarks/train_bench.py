@@ -162,15 +162,7 @@ class OursLoop:
         start = time.perf_counter()
         pairs = discover_pairs(str(folder), cfg.image_suffix, cfg.label_suffix)
         tiles, self.report = load_tiles(pairs, cfg.classes, len(cfg.bands))
-        self.sampler = PatchSampler(
-            tiles,
-            cfg.patch_size,
-            cfg.classes.num_classes,
-            max_nodata_fraction=cfg.max_nodata_fraction,
-            oversample_rare=cfg.oversample_rare,
-            class_balance=cfg.class_balance,
-            augment=cfg.augment,
-        )
+        self.sampler = PatchSampler.from_config(tiles, cfg)
         self.setup_s = time.perf_counter() - start
         self.prepare = BandNormalizer(cfg.mean, cfg.std, DEVICE)
         self.model = new_model(config)

@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from landcover.classes import IGNORE_INDEX
+from landcover.config import DataConfig
 from landcover.data.augment import D4, write_transformed
 from landcover.data.classindex import ClassIndex, index_classes
 from landcover.data.raster import TileArrays
@@ -98,6 +99,33 @@ class PatchSampler:
             total = counts.sum(axis=0)
             inverse = np.where(total > 0, 1.0 / np.maximum(total, 1.0), 0.0)
             self._class_p = inverse / inverse.sum()
+
+    @classmethod
+    def from_config(
+        cls, tiles: list[TileArrays], cfg: DataConfig, augment: bool | None = None
+    ) -> PatchSampler:
+        """The sampler the ``data`` settings describe, as training builds it.
+
+        Args:
+            tiles: The worker's tiles.
+            cfg: The data settings (patch size, classes, no-data, rare classes, balance, D4).
+            augment: Overrides ``cfg.augment`` (``None``: the setting's).
+
+        Returns:
+            The sampler.
+
+        Raises:
+            ValueError: If no tile has any labelled pixel.
+        """
+        return cls(
+            tiles,
+            cfg.patch_size,
+            cfg.classes.num_classes,
+            max_nodata_fraction=cfg.max_nodata_fraction,
+            oversample_rare=cfg.oversample_rare,
+            class_balance=cfg.class_balance,
+            augment=cfg.augment if augment is None else augment,
+        )
 
     @property
     def present_classes(self) -> np.ndarray:

@@ -170,15 +170,7 @@ def load_worker_data(
             f"rank {env.rank}: every image pixel is no-data in its training tiles: {_listed(empty)}"
         )
     try:
-        sampler = PatchSampler(
-            tiles,
-            cfg.patch_size,
-            mapping.num_classes,
-            max_nodata_fraction=cfg.max_nodata_fraction,
-            oversample_rare=cfg.oversample_rare,
-            class_balance=cfg.class_balance,
-            augment=cfg.augment,
-        )
+        sampler = PatchSampler.from_config(tiles, cfg)
     except ValueError as exc:
         raise DataError(f"rank {env.rank}: {exc}") from None
     prepare = TrainingInput(stats.apply(config).data, tiles, device, config.run.seed)
