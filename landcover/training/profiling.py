@@ -29,6 +29,7 @@ from types import TracebackType
 
 import torch
 from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from landcover.errors import first_line
@@ -38,6 +39,9 @@ log = logging.getLogger("landcover")
 
 SKIP = 3
 """Steps of the epoch left out before the profiler's warm-up step."""
+
+ANNOTATIONS = ("ProfilerStep#", "Optimizer.")
+"""Names of the profiler's and the optimizer's step annotations (not the GPU's own work)."""
 
 QUIET_KINETO = "6"
 """``KINETO_LOG_LEVEL`` that keeps the profiler's backend from printing its stages (and, on
@@ -93,6 +97,28 @@ def busy_time(intervals: Iterable[tuple[float, float]]) -> float:
         total += end - max(start, reach)
         reach = end
     return total
+
+
+def device_intervals(events: Iterable[FunctionEvent]) -> list[tuple[float, float]]:
+    """The GPU's kernels and copies among a profile's events, as ``(start, end)`` in us.
+
+    Annotations the profiler mirrors onto the GPU's timeline (``ProfilerStep#N``, the
+    optimizer's ``Optimizer.step#...``) span whole steps whether a kernel runs or not; they
+    are left out, or the GPU would read busy for the whole wall.
+
+    Args:
+        events: ``torch.profiler.profile.events()``.
+
+    Returns:
+        The intervals of the device's own activity.
+    """
+    return [
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if e.device_type == DeviceType.CUDA
+        and not getattr(e, "is_user_annotation", False)
+        and not e.name.startswith(ANNOTATIONS)
+    ]
 
 
 def profile_window(steps_per_epoch: int, wanted: int) -> tuple[int, int] | None:
@@ -185,11 +211,7 @@ class StepProfiler(AbstractContextManager["StepProfiler"]):
         events = prof.key_averages()
         steps = max(1, self.active)
         cpu_us = sum(e.self_cpu_time_total for e in events if not e.key.startswith("ProfilerStep"))
-        device_us = busy_time(
-            (e.time_range.start, e.time_range.end)
-            for e in prof.events()
-            if e.device_type == DeviceType.CUDA
-        )
+        device_us = busy_time(device_intervals(prof.events()))
         wall = self._wall or time.perf_counter() - self._start
         summary = ProfileSummary(
             steps=self.active,

@@ -7,8 +7,10 @@ import re
 from pathlib import Path
 
 import pytest
+from torch.autograd import DeviceType
+from torch.autograd.profiler_util import FunctionEvent
 
-from landcover.training.profiling import SKIP, busy_time, profile_window
+from landcover.training.profiling import SKIP, busy_time, device_intervals, profile_window
 
 from conftest import run_cli, train_args
 
@@ -18,6 +20,32 @@ def test_busy_time_counts_overlapping_intervals_once() -> None:
     intervals = [(20.0, 25.0), (0.0, 10.0), (21.0, 22.0), (5.0, 15.0), (30.0, 30.0)]
     assert busy_time(intervals) == 20.0
     assert busy_time([]) == 0.0
+
+
+def test_the_gpu_busy_time_leaves_out_the_step_annotations() -> None:
+    # On an H100 the profiler's ProfilerStep#N and the optimizer's annotation were mirrored
+    # onto the GPU's timeline, spanning whole steps: the headline read the GPU 98 % busy
+    # while its kernels summed to 21 % of the wall. Events as torch's profiler builds them.
+    def event(name: str, start: int, end: int, device: DeviceType, note: bool) -> FunctionEvent:
+        return FunctionEvent(
+            id=0,
+            name=name,
+            thread=0,
+            start_us=start,
+            end_us=end,
+            device_type=device,
+            is_user_annotation=note,
+        )
+
+    events = [
+        event("ProfilerStep#4", 0, 1000, DeviceType.CUDA, True),
+        event("Optimizer.step#AdamW.step", 800, 1000, DeviceType.CUDA, True),
+        event("sm90_xmma_fprop_implicit_gemm", 100, 300, DeviceType.CUDA, False),
+        event("Memcpy HtoD (Pinned -> Device)", 50, 80, DeviceType.CUDA, False),
+        event("aten::convolution", 90, 310, DeviceType.CPU, False),
+    ]
+    assert sorted(device_intervals(events)) == [(50, 80), (100, 300)]
+    assert busy_time(device_intervals(events)) == 230  # 30 + 200 of the 1,000 us step
 
 
 @pytest.mark.parametrize(
