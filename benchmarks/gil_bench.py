@@ -149,7 +149,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
     goals = [
         Goal(
             part="gil",
-            goal="the feed (a process, as data.loader_workers: auto on a GPU) hides behind a "
+            goal="the feed (a process, data.loader_workers: N) hides behind a "
             "launch-bound host step (overlap)",
             value=process,
             target=">= 0.8",

@@ -152,7 +152,8 @@ def predict(
         typer.Option(
             min=1,
             help="Worker processes in the job (on CUDA, workers beyond the GPUs share them "
-            "round-robin: one worker's host work keeps a GPU busy about a tenth of the time).",
+            "round-robin: one worker's host work keeps a GPU busy about a tenth of the time; "
+            "on one H100, 1, 2 and 4 workers mapped 9.9, 18.3 and 25.8 Mpx/s).",
         ),
     ] = 1,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",

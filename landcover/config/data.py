@@ -45,18 +45,17 @@ class DataConfig(Section):
             present classes is at the centre of about ``class_balance / K`` of every batch's
             patches, however rare it is; 0 turns it off.
         augment: Random flips and 90-degree rotations.
-        augment_on: Where they are applied: ``host`` (the sampler, in the feed) or
-            ``device`` (one gather on the training device; the same batches, bit for bit). On
-            the host they are about 40 % of the sampler's time per patch, and on one H100
-            training ran 1.34x faster with D4 and photometric both off; on the CPU the gather
-            costs about 5x the host's flips (``benchmarks/feed_bench.py``), so ``host`` stays
-            the default until ``device`` is measured on a GPU.
+        augment_on: Where they are applied: ``host`` (the sampler, in the feed),
+            ``device`` (one gather on the training device; the same batches, bit for bit), or
+            ``auto``: ``device`` on a GPU, ``host`` on the CPU. On one H100 the gather trained
+            1.23x faster than the host's flips (about 40 % of the sampler's time per patch);
+            on the CPU it costs about 5x the host's flips (``benchmarks/feed_bench.py``).
         loader_workers: Processes drawing each training worker's batches: ``0`` draws them in
             a thread of the training process, ``N`` in ``N`` forked processes that share its
-            tiles in memory and draw outside its GIL (a thread's draws are serialised with a
-            GPU step's kernel launches, ``benchmarks/gil_bench.py``); ``auto``: 2 on a GPU, 0
-            on the CPU. The batches are the same whichever draws them (each batch has its own
-            random generator), so the trained model does not depend on it.
+            tiles in memory and draw outside its GIL (``benchmarks/gil_bench.py``); ``auto``:
+            0 on every device (on one H100 the thread trained 1.14x faster than 2 processes,
+            ``benchmarks/results/gpu/``). The batches are the same whichever draws them (each
+            batch has its own random generator), so the trained model does not depend on it.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
             them from local disk.
@@ -91,7 +90,7 @@ class DataConfig(Section):
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
     class_balance: float = Field(0.0, ge=0.0, le=1.0)
     augment: bool = True
-    augment_on: Literal["host", "device"] = "host"
+    augment_on: Literal["auto", "host", "device"] = "auto"
     loader_workers: int | Literal["auto"] = "auto"
     fetch_concurrency: int = Field(8, ge=1)
     cache_dir: str | None = None

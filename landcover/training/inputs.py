@@ -16,7 +16,7 @@ import numpy as np
 import torch
 
 from landcover.config import DataConfig
-from landcover.data.augment import d4_source_index, transform_batch
+from landcover.data.augment import d4_source_index, resolve_augment_on, transform_batch
 from landcover.data.normalize import TileStats, array_band_stats
 from landcover.data.photometric import PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
@@ -67,10 +67,11 @@ class TrainingInput:
         self.scale_dn = 1.0 / (255.0 * std)
         self.scale = 1.0 / std
         self.shift = mean / std
-        # data.augment_on: device: the sampler leaves D4 to one gather here (the same batches)
+        # D4 on the device (data.augment_on; auto: on a GPU): the sampler leaves it to one
+        # gather here (the same batches)
         self.d4_table = (
             d4_source_index(cfg.patch_size, device)
-            if cfg.augment and cfg.augment_on == "device"
+            if cfg.augment and resolve_augment_on(cfg.augment_on, device) == "device"
             else None
         )
 
