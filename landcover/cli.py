@@ -148,14 +148,14 @@ def predict(
         typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
     ] = None,
     workers: Annotated[
-        int,
+        str,
         typer.Option(
-            min=1,
-            help="Worker processes in the job (on CUDA, workers beyond the GPUs share them "
-            "round-robin: one worker's host work keeps a GPU busy about a tenth of the time; "
-            "on one H100, 1, 2 and 4 workers mapped 9.9, 18.3 and 25.8 Mpx/s).",
+            help="Worker processes in the job, or auto: 1 on the CPU, 4 per GPU on CUDA (at "
+            "least 3 host cores each). Workers beyond the GPUs share them round-robin: one "
+            "worker's host work keeps a GPU busy about a tenth of the time; on one H100, 1, 2 "
+            "and 4 workers mapped 9.9, 18.3 and 25.8 Mpx/s.",
         ),
-    ] = 1,
+    ] = "auto",
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     prob_dtype: Annotated[
         str, typer.Option(help="uint8 (probability x 255) or float32.")
@@ -208,6 +208,7 @@ def predict(
     from landcover.inference.tta import parse_tta
     from landcover.mapping.job import run_predict_job
     from landcover.mapping.spec import JobOptions
+    from landcover.parallel.devices import predict_workers
 
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
@@ -215,9 +216,12 @@ def predict(
         raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
     parse_tta(tta)  # a bad value is reported before any work
     check_resolution(resolution)
+    count = predict_workers(workers, device)
+    if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
+        count = (workers_per_node or count) * nnodes
     launch = run_settings(
         "predict",
-        workers=workers,
+        workers=count,
         nnodes=nnodes,
         node_rank=node_rank,
         workers_per_node=workers_per_node,

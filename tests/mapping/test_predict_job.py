@@ -624,6 +624,15 @@ def test_list_file_with_missing_and_wrong_band_tiles(
     }
 
 
+def test_a_bad_worker_count_is_one_line(tmp_path: Path) -> None:
+    result = predict(
+        str(tmp_path), "--checkpoint", str(tmp_path / "x.pt"), "--out", str(tmp_path / "o"),
+        "--workers", "four",
+    )  # fmt: skip
+    assert_one_line_error(result, "--workers four: a number of processes (1 or more) or auto")
+    assert not (tmp_path / "o").exists()
+
+
 def test_several_nodes_need_a_rendezvous_endpoint(tmp_path: Path) -> None:
     result = predict(str(tmp_path), "--checkpoint", str(tmp_path / "x.pt"), "--nnodes", "2")
     assert_one_line_error(result, "--rdzv-endpoint")

@@ -21,7 +21,7 @@ from torch import nn
 from landcover.cluster.azureml import DISTRIBUTION
 from landcover.config import RunConfig
 from landcover.errors import ConfigError
-from landcover.parallel.devices import Precision, choose_precision, gpu_index
+from landcover.parallel.devices import Precision, choose_precision, gpu_index, predict_workers
 from landcover.parallel.engines import ENGINES, engine_for
 from landcover.parallel.env import DistEnv
 from landcover.parallel.failures import is_peer_failure
@@ -118,6 +118,31 @@ def test_predict_workers_share_gpus_round_robin_and_training_workers_do_not() ->
         gpu_index(DistEnv(local_rank=2, local_world_size=3), 2)
     with pytest.raises(ConfigError, match="no CUDA GPU"):
         gpu_index(DistEnv(), 0, share=True)
+
+
+@pytest.mark.parametrize(
+    ("device", "gpus", "cores", "expected"),
+    [
+        ("cpu", 8, 96, 1),  # the CPU: one worker, its threads on every core
+        ("auto", 0, 96, 1),  # no GPU seen
+        ("cuda", 1, 16, 4),  # the measured H100 machine: 4 workers, 4 cores each
+        ("auto", 8, 96, 32),  # an ND H100 v5: 12 cores a GPU, 3 for each of 4 workers
+        ("cuda", 8, 48, 16),  # 6 cores a GPU: 2 workers each
+        ("cuda", 8, 16, 8),  # few cores: still one worker a GPU
+        ("cuda", 2, 7, 2),
+    ],
+)
+def test_predict_workers_auto_is_four_a_gpu_as_cores_allow(
+    device: str, gpus: int, cores: int, expected: int
+) -> None:
+    assert predict_workers("auto", device, gpus=gpus, cores=cores) == expected
+
+
+def test_predict_workers_takes_a_number_as_given_and_refuses_others() -> None:
+    assert predict_workers("3", "cuda", gpus=1, cores=2) == 3  # the user's number stands
+    for bad in ("0", "-1", "two", "1.5", ""):
+        with pytest.raises(ConfigError, match="a number of processes"):
+            predict_workers(bad, "cpu")
 
 
 def test_a_scaled_fp16_style_step_equals_the_unscaled_step() -> None:
