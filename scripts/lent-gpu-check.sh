@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# scripts/gpu-check.sh on a lent GPU machine with no internet and a cap on the files that come
+# back: installs the wheels of scripts/device-wheels.sh (carried in .whl/), runs the stages one
+# by one, each in its own gpu-check.sh call, and packs the results folder into one tarball
+# after every stage, so a call stopped at its time limit still returns what the finished
+# stages measured. Unpack it over benchmarks/results/gpu/ to commit the figures.
+# Usage: bash scripts/lent-gpu-check.sh [STAGE ...]   (default: every stage, in gpu-check's order)
+#        TARBALL=path (default: $OUT/gpu.tgz, else ./gpu-results.tgz)
+# Two calls fit a 10-minute command limit on one H100 (2026-11-27: tests 93 s, smoke 65 s,
+# scaling 282 s, feed 30 s, predict 191 s): `tests smoke scaling feed`, then `predict`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+start=$SECONDS
+python3 -m pip install -q --no-index --no-deps --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
+    || { echo "error: the wheels in .whl/ did not install (run scripts/device-wheels.sh here first)" >&2; exit 1; }
+export PYTHONPATH=$PWD:/tmp/site PYTHON=python3 PYTHONUNBUFFERED=1
+RESULTS=$(mktemp -d)
+export GPU_CHECK_OUT=$RESULTS
+TARBALL=${TARBALL:-${OUT:+$OUT/gpu.tgz}}
+TARBALL=${TARBALL:-$PWD/gpu-results.tgz}
+nvidia-smi > "$RESULTS/nvidia-smi.txt" 2>&1
+nproc > "$RESULTS/nproc.txt"
+STAGES=("$@")
+if (( ${#STAGES[@]} == 0 )); then
+    STAGES=(tests smoke scaling predict feed)
+fi
+for stage in "${STAGES[@]}"; do
+    echo "== $stage at $(( SECONDS - start )) s"
+    bash scripts/gpu-check.sh "$stage" > "$RESULTS/stage-$stage.out" 2>&1
+    echo "== $stage: exit $? at $(( SECONDS - start )) s"
+    tail -25 "$RESULTS/stage-$stage.out"
+    tar czf "$TARBALL.part" -C "$RESULTS" . && mv "$TARBALL.part" "$TARBALL"
+done
+echo "lent-gpu-check: results in $TARBALL"
