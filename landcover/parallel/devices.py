@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import os
 from dataclasses import dataclass
 
 import torch
 
 from landcover.errors import ConfigError
 from landcover.parallel.env import DistEnv
+from landcover.threads import usable_cores
 
 BF16_MIN_CAPABILITY = (8, 0)
 """Compute capability from which GPUs have bf16 tensor cores (Ampere: A100, A10, H100...)."""
@@ -183,9 +183,5 @@ def predict_workers(
     if gpus < 1:
         return 1
     if cores is None:
-        cores = (
-            len(os.sched_getaffinity(0))
-            if hasattr(os, "sched_getaffinity")
-            else os.cpu_count() or 1
-        )
+        cores = usable_cores()
     return min(WORKERS_PER_GPU * gpus, max(gpus, cores // CORES_PER_WORKER))
