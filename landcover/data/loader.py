@@ -85,8 +85,9 @@ def resolve_loader_workers(setting: int | str, device: torch.device) -> int:
     ``auto`` is 0, a thread, on every device. On the CPU the model, not the feed, holds the
     cores, and a thread costs no process. On one H100 (2026-11-27, bf16, batch 32, D4 on the
     host) the thread trained 1.14x faster than 2 feed processes (755 against 663 samples/s),
-    although the thread shares the GIL with the kernel launches (``benchmarks/gil_bench.py``):
-    the processes' hand-over costs the training process more than the draws it takes off it.
+    although the thread shares the GIL with the kernel launches (``benchmarks/gil_bench.py``).
+    Why was not measured; the likeliest cost is the training process's copy of each batch out
+    of its shared slot into pinned memory.
     ``auto`` stays a setting of its own so that a later measurement can change it.
 
     Args:
