@@ -42,9 +42,11 @@ def _map(height: int, width: int, dtype: str) -> tuple[np.ndarray, np.ndarray, d
     return values, valid, profile
 
 
-def _build(values: np.ndarray, valid: np.ndarray, profile: dict, folder: Path) -> list[Path]:
+def _build(
+    values: np.ndarray, valid: np.ndarray, profile: dict, folder: Path, nearest: bool = False
+) -> list[Path]:
     """Feeds the map in strips of awkward heights (odd, a single row, the rest)."""
-    pyramid = OverviewPyramid(profile, folder, "prob")
+    pyramid = OverviewPyramid(profile, folder, "prob", nearest=nearest)
     height = values.shape[1]
     cuts = [0, 333, 430, 431, 433, 833, height]
     for a, b in itertools.pairwise(cuts):
@@ -97,3 +99,17 @@ def test_odd_sizes_are_2x2_means_with_short_edges(tmp_path: Path) -> None:
         with rasterio.open(path) as got:
             np.testing.assert_array_equal(got.read_masks(1) > 0, valid)
             np.testing.assert_array_equal(got.read(), values)
+
+
+def test_nearest_levels_keep_the_top_left_pixel_of_each_block(tmp_path: Path) -> None:
+    # the class map's pyramid: level k's (i, j) is the map's (i * 2**k, j * 2**k), odd sizes
+    # included (ceil), fed in awkward strips; no mask (the class map's no-data is a value)
+    values, valid, profile = _map(1111, 517, "uint8")
+    paths = _build(values, valid, profile, tmp_path, nearest=True)
+    assert len(paths) == 3
+    for level, path in enumerate(paths, start=1):
+        step = 2**level
+        with rasterio.open(path) as got:
+            assert (got.height, got.width) == (-(-1111 // step), -(-517 // step))
+            np.testing.assert_array_equal(got.read(), values[:, ::step, ::step])
+            assert got.read_masks(1).all()

@@ -61,6 +61,7 @@ def test_strips_become_cogs_equal_to_numpy_maps(tmp_path: Path) -> None:
         assert ds.nodata == 255 and ds.tags()["RUN"] == "t"
         assert ds.overviews(1)  # a pyramid for a reader zoomed out
         np.testing.assert_array_equal(ds.read(1), expected_classes)
+    _assert_nearest_overviews(tmp_path / "class.tif", expected_classes, mapping)
     with rasterio.open(tmp_path / "prob.tif") as ds:
         assert ds.count == k and ds.tags()["PROBABILITY_SCALE"] == "255"
         assert [ds.descriptions[i] for i in range(k)] == mapping.names
@@ -86,6 +87,28 @@ def test_no_probs_writes_the_class_map_alone(tmp_path: Path) -> None:
         valid = np.ones((HEIGHT, WIDTH), dtype=bool)
         writer.write(EncodedStrip(0, classes.copy(), None, valid))
         writer.publish(tmp_path / "class.tif", None)
+    # the overviews copied are those built while writing, not GDAL's made after the fact
+    assert sorted(p.name for p in scratch.glob("class*")) == [
+        "class.tif", "class.vrt", "class_ov2.tif", "class_ov4.tif"
+    ]  # fmt: skip
     with rasterio.open(tmp_path / "class.tif") as ds:
         np.testing.assert_array_equal(ds.read(1), classes)
+    _assert_nearest_overviews(tmp_path / "class.tif", classes, mapping)
     assert sorted(p.name for p in tmp_path.glob("*.tif")) == ["class.tif", "in.tif"]
+
+
+def _assert_nearest_overviews(path: Path, classes: np.ndarray, mapping) -> None:
+    """The class COG's overviews: level k's pixel (i, j) is the map's (i * 2**k, j * 2**k)
+    (the top-left of each block, as GDAL's NEAREST where sizes halve evenly); the colour
+    table and no-data value are the full map's."""
+    assert cog_validate(str(path))[0]
+    with rasterio.open(path) as ds:
+        factors = ds.overviews(1)
+        assert factors == [2, 4]  # 700 x 600: 350 x 300, then 175 x 150 fits a block
+        colors = ds.colormap(1)
+    assert colors[0][:3] == mapping.classes[0].rgb and colors[255] == (0, 0, 0, 0)
+    for level, factor in enumerate(factors):
+        with rasterio.open(path, overview_level=level) as ov:
+            assert (ov.height, ov.width) == (-(-HEIGHT // factor), -(-WIDTH // factor))
+            assert ov.nodata == 255
+            np.testing.assert_array_equal(ov.read(1), classes[::factor, ::factor])
