@@ -68,10 +68,10 @@ from predict_bench import make_checkpoint
 from landcover.allocator import ENV_SWITCH, tune_allocator
 from landcover.data.synthetic import synthesize_scene
 from landcover.inference.loader import load_inference_model
-from landcover.inference.tileread import DECODE_THREADS
 from landcover.inference.writers import CLASS_COMPRESSION, PROB_COMPRESSION
 from landcover.threads import ENV as OMP_ENV
 from landcover.threads import POLICY as OMP_POLICY
+from landcover.threads import gdal_threads
 
 REPO = Path(__file__).resolve().parents[1]
 FULL = (7500, 6000)
@@ -247,7 +247,7 @@ def floor_once(tile: Path, maps: Path, out: Path, probs: bool) -> dict[str, Any]
     with rasterio.open(maps / f"{stem}_class.tif") as ds:
         grid = {"crs": ds.crs, "transform": ds.transform, "width": ds.width, "height": ds.height}
     start = time.perf_counter()
-    with rasterio.Env(GDAL_NUM_THREADS=DECODE_THREADS), rasterio.open(tile) as src:
+    with rasterio.Env(GDAL_NUM_THREADS=gdal_threads()), rasterio.open(tile) as src:
         src.read()  # decoded on every core, as predict decodes a tile
     _write_cog(arrays["class"], grid, out / "class.tif", "NEAREST", CLASS_COMPRESSION, 255)
     if probs:
@@ -285,7 +285,7 @@ def _write_cog(
             BLOCKSIZE="256",
             OVERVIEW_RESAMPLING=resampling,
             BIGTIFF="IF_SAFER",
-            NUM_THREADS="ALL_CPUS",
+            NUM_THREADS=gdal_threads(),
         )
 
 

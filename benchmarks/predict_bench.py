@@ -26,10 +26,11 @@ job of many tiles approaches, where that conversion overlaps the next tile's pre
 On a machine with a CUDA GPU (``scripts/gpu-check.sh`` runs ``--quick``), the large tile is
 also predicted on the GPU with the real default model whatever ``--quick`` says, once with the
 probability map and once with ``--no-probs``, COGs written: one GPU's Mpx/s for each (report
-rows), and the ratio to the bare forward with probabilities (a goal). Then a folder of 8 copies
-of that tile is mapped by 1, 2 and 4 workers sharing the one GPU (previews on, as a region job
-writes them): the job's Mpx/s for each (``summary.json``'s job seconds). On one H100 a single
-worker kept the GPU busy about a tenth of the time. ``--only gpu`` runs the GPU rounds alone.
+rows), and the ratio to the bare forward with probabilities (a goal). Then a folder of 16 copies
+of that tile is mapped by 1, 4 and 8 workers sharing the one GPU (previews on, as a region job
+writes them), each worker's GDAL threads its share of the cores (predict's default), and by 4
+workers with GDAL on every core: the job's Mpx/s for each (``summary.json``'s job seconds). On
+one H100 a single worker kept the GPU busy about a tenth of the time. ``--only gpu`` runs the GPU rounds alone.
 
 Memory (the goal: <= 1.5x for 11.25x the area): peak resident memory of ``landcover predict``
 on each tile, each in its own process (the kernel's rusage of that process alone).
@@ -537,7 +538,7 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
         Goal(
             "predict",
             f"predict Mpx/s on one GPU shared by {r['workers']} worker(s), {r['tiles']} tiles, "
-            "class+prob, COGs and previews written",
+            f"class+prob, COGs and previews written, GDAL threads {r['gdal_threads']}",
             round(r["mpx_per_s"], 2),
             "report",
             None,
@@ -549,27 +550,41 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
     return goals
 
 
-SHARED_WORKERS = (1, 2, 4)
-"""Workers sharing one GPU in :func:`shared_device_rounds`."""
+SHARED_WORKERS: tuple[tuple[int, str | None], ...] = (
+    (1, None),
+    (4, None),
+    (8, None),
+    (4, "ALL_CPUS"),
+)
+"""The jobs of :func:`shared_device_rounds`: workers sharing one GPU, and ``GDAL_NUM_THREADS``
+(``None``: predict's own choice, each worker's share of the cores; ``ALL_CPUS``: every worker
+decodes and compresses on every core, as before 2026-11-28)."""
+
+SHARED_TILES = 16
+"""Copies of the large tile each shared job maps (2 for each of 8 workers)."""
 
 
 def shared_device_rounds(
-    tile: Path, cache: Path, device: str = "cuda", workers: tuple[int, ...] = SHARED_WORKERS
+    tile: Path,
+    cache: Path,
+    device: str = "cuda",
+    jobs: tuple[tuple[int, str | None], ...] = SHARED_WORKERS,
 ) -> list[dict[str, Any]]:
-    """``landcover predict`` over a folder of copies of the tile with 1, 2 and 4 workers on
+    """``landcover predict`` over a folder of copies of the tile with 1, 4 and 8 workers on
     one device (on CUDA they share the GPU, round-robin over one): the job's Mpx/s.
 
     One worker's host work keeps a GPU busy about a tenth of the time; this measures how far
-    more workers on the same GPU close that gap.
+    more workers on the same GPU close that gap, and whether capping each worker's GDAL threads
+    at its share of the cores (predict's default) beats GDAL on every core in every worker.
 
     Args:
         tile: The large tile.
         cache: Where the checkpoint, the folder of tiles and the maps go.
         device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
-        workers: The worker counts, one job each.
+        jobs: ``(workers, GDAL_NUM_THREADS or None)``, one job each.
 
     Returns:
-        One row per job: workers, tiles, job seconds (``summary.json``), Mpx/s.
+        One row per job: workers, GDAL threads, tiles, job seconds (``summary.json``), Mpx/s.
 
     Raises:
         SystemExit: If a job fails.
@@ -577,36 +592,40 @@ def shared_device_rounds(
     checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", cache)
     folder = cache / "shared-tiles"
     folder.mkdir(exist_ok=True)
-    count = max(workers) * 2
-    for i in range(count):
+    for i in range(SHARED_TILES):
         copy = folder / f"copy{i:02d}_naip.tif"
         if not copy.exists():
             os.link(tile, copy)
     rows = []
-    for n in workers:
-        out = cache / f"out-shared-{device}-{n}"
+    for n, gdal in jobs:
+        out = cache / f"out-shared-{device}-{n}-{gdal or 'share'}"
         cmd = [
             sys.executable, "-m", "landcover", "predict", str(folder), "--checkpoint",
             str(checkpoint), "--out", str(out), "--device", device, "--workers", str(n),
             "--overwrite",
         ]  # fmt: skip
-        result = subprocess.run(cmd, capture_output=True, text=True, check=False)
+        env = {k: v for k, v in os.environ.items() if k != "GDAL_NUM_THREADS"}
+        if gdal:
+            env["GDAL_NUM_THREADS"] = gdal
+        result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if result.returncode != 0:
             raise SystemExit(f"predict with {n} workers failed: {result.stderr[-2000:]}")
         summary = json.loads((out / "summary.json").read_text())
         mpx = sum(t["mpx"] for t in summary["tiles"])
         seconds = summary["job"]["seconds"]
+        threads = gdal or "share"
         rows.append(
             {
                 "workers": n,
-                "tiles": count,
+                "gdal_threads": threads,
+                "tiles": SHARED_TILES,
                 "tile": tile_size(tile)[0],
                 "device": device,
                 "job_seconds": round(seconds, 2),
                 "mpx_per_s": mpx / seconds,
             }
         )
-        print(f"  {n} worker(s) on one {device}: {mpx / seconds:.2f} Mpx/s", flush=True)
+        print(f"  {n} worker(s) on one {device}, GDAL {threads}: {mpx / seconds:.2f} Mpx/s")
     return rows
 
 

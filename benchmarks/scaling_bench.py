@@ -64,6 +64,12 @@ GPU_VARIANTS = (
 )
 """The 1-GPU training variants: label, bf16 autocast + channels_last, ``torch.compile``."""
 
+GPU_MODEL_BATCHES = (64, 128)
+"""Larger batches of the bare model's step in bf16 + channels_last (eager), beside the runs'
+batch: at batch 32 one H100 ran the default model at 5.4 % of its peak (2026-11-27). Samples/s
+that grow with the batch say the step is bound by kernel launches and host work, not by the
+GPU's arithmetic."""
+
 GPU_INPUT_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no D4", ("data.augment=false",)),
     ("no photometric", ("data.photometric=0",)),
@@ -548,6 +554,23 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
             f"model only {bare or bare_error} samples/s",
             flush=True,
         )
+    result["batches"] = {}
+    for batch in GPU_MODEL_BATCHES:
+        try:
+            sps = model_samples_per_s(
+                GPU_CONFIG, torch.device(device), True, True, batch, sizes.gpu_model_seconds
+            )
+            result["batches"][str(batch)] = {"model_samples_per_s": sps, "model_error": None}
+        except (RuntimeError, ValueError) as exc:  # out of memory
+            sps = None
+            result["batches"][str(batch)] = {
+                "model_samples_per_s": None,
+                "model_error": str(exc).splitlines()[0][:300],
+            }
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+        print(f"  gpu bf16+channels_last, model only, batch {batch}: {sps} samples/s", flush=True)
     result["inputs"] = {}
     for label, sets in GPU_INPUT_VARIANTS:
         m = one_gpu(
@@ -706,6 +729,22 @@ def _gpu_rows(gpu: dict[str, Any] | None) -> list[dict[str, Any]]:
                     "note": f"failed: {error}" if error else gpu["name"],
                 }
             )
+    for batch, p in gpu.get("batches", {}).items():
+        sps, error = p["model_samples_per_s"], p["model_error"]
+        peak = gpu["peak_bf16_flops"]
+        mfu = sps * gpu["train_flops_per_sample"] / peak if sps and peak else None
+        rows.append(
+            {
+                **blank,
+                "section": "gpu",
+                "setting": f"model only bf16+channels_last, batch {batch}",
+                "workers": 1,
+                "samples_per_s": round(sps, 1) if sps else "",
+                "global_batch": int(batch),
+                "mfu": round(mfu, 4) if mfu is not None else "",
+                "note": f"failed: {error}" if error else gpu["name"],
+            }
+        )
     for label, p in gpu.get("inputs", {}).items():
         sps, error = p["train_samples_per_s"], p["train_error"]
         rows.append(

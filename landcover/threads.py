@@ -12,6 +12,12 @@ waking its threads costs nothing measurable.
 libgomp reads the policy once, when torch loads it, so :func:`passive_openmp` sets it in the
 environment of the ``landcover`` command before anything imports torch; worker processes
 inherit it. A policy the user set (``OMP_WAIT_POLICY=ACTIVE``, say) is kept.
+
+GDAL decodes tiles and compresses maps on threads of its own (``GDAL_NUM_THREADS``, the COG
+driver's ``NUM_THREADS``): every core by default. Where several predict workers share a node (4
+for each GPU under ``--workers auto``), :func:`share_gdal_threads` gives each worker its share
+of the cores instead, as torch's threads already are, so that N workers do not start N times
+as many GDAL threads as there are cores. A ``GDAL_NUM_THREADS`` the user set is kept.
 """
 
 from __future__ import annotations
@@ -47,3 +53,49 @@ def usable_cores() -> int:
     if hasattr(os, "sched_getaffinity"):
         return max(1, len(os.sched_getaffinity(0)))
     return os.cpu_count() or 1
+
+
+GDAL_ENV = "GDAL_NUM_THREADS"
+"""GDAL's configuration option (read from the environment too) for its decoding threads."""
+
+ALL_CPUS = "ALL_CPUS"
+
+
+def gdal_threads() -> str:
+    """GDAL's threads for decoding a tile and for compressing a map: ``GDAL_NUM_THREADS``.
+
+    Returns:
+        ``GDAL_NUM_THREADS`` where set (by the user, or by :func:`share_gdal_threads` in a
+        predict worker), else ``ALL_CPUS``.
+    """
+    return os.environ.get(GDAL_ENV, "").strip() or ALL_CPUS
+
+
+def core_share(workers: int, cores: int | None = None) -> int:
+    """One worker's share of the cores when ``workers`` processes share them.
+
+    Args:
+        workers: Processes on this node.
+        cores: The cores (default: :func:`usable_cores`).
+
+    Returns:
+        At least 1.
+    """
+    return max(1, (usable_cores() if cores is None else cores) // max(1, workers))
+
+
+def share_gdal_threads(workers: int) -> str:
+    """Caps this process's GDAL threads at its share of the cores, one of ``workers`` on a node.
+
+    Sets ``GDAL_NUM_THREADS`` in this process's environment (GDAL reads it at each use), unless
+    the user set it.
+
+    Args:
+        workers: Processes on this node that decode and write with GDAL.
+
+    Returns:
+        The threads GDAL now uses (:func:`gdal_threads`).
+    """
+    if not os.environ.get(GDAL_ENV, "").strip():
+        os.environ[GDAL_ENV] = str(core_share(workers))
+    return gdal_threads()

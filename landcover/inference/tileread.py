@@ -28,13 +28,11 @@ from landcover.data.normalize import TileStats, array_band_stats, dataset_band_s
 from landcover.data.raster import has_nodata, nodata_mask
 from landcover.errors import DataError
 from landcover.inference.writers import error_reason
+from landcover.threads import gdal_threads
 
 IN_MEMORY_BYTES = 2 << 30
 """Largest decoded tile held whole in memory (a 0.6 m NAIP DOQQ, 10,000 x 12,500 x 4 bytes, is
 0.5 GB); larger ones are read strip by strip."""
-
-DECODE_THREADS = "ALL_CPUS"
-"""GDAL's threads for decoding a tile's blocks (``GDAL_NUM_THREADS``)."""
 
 
 class TileSource:
@@ -60,7 +58,7 @@ class TileSource:
             try:
                 # GDAL takes its decoding threads when a file is opened: open it again
                 with (
-                    rasterio.Env(GDAL_NUM_THREADS=DECODE_THREADS),
+                    rasterio.Env(GDAL_NUM_THREADS=gdal_threads()),
                     rasterio.open(src.name) as threaded,
                 ):
                     threaded.read(out=np.moveaxis(pixels, -1, 0))

@@ -5,14 +5,13 @@ block into an uncompressed tiled scratch GeoTIFF (bounded memory), then copied w
 driver (256 px blocks, internal overviews) to a temporary name beside the destination and
 renamed over it: a reader never sees a half-written map.
 
-Compression (measured on a 6,000 x 7,500 tile, one core; ``benchmarks/README.md``): the class
-map is DEFLATE without a predictor (a horizontal-difference predictor makes categorical maps
-larger and slower: 2.1 MB in 0.7 s against 2.5 MB in 0.8 s), readable by every GeoTIFF reader.
+Compression (6,000 x 7,500 tile, one core; ``benchmarks/README.md``): the class map is DEFLATE
+without a predictor (a horizontal-difference predictor makes categorical maps larger and
+slower: 2.1 MB in 0.7 s against 2.5 MB in 0.8 s), readable by every GeoTIFF reader.
 The probability map (one band per class, 6x the class map's pixels) is by default ZSTD level 1
 with the horizontal predictor: 2.3x faster to write than DEFLATE level 6 at about the same size
 (4.3 s against 9.9 s of CPU for 270 M values), and read by GDAL >= 2.3, QGIS, rasterio and
-rio-cogeo; ``--prob-compress deflate`` writes DEFLATE for older readers. Most of what remains is
-the probability map's averaged overviews.
+rio-cogeo; ``--prob-compress deflate`` writes DEFLATE for older readers.
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from landcover.fileio import make_temp_beside
 from landcover.gdalnoise import quiet_gdal
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.overviews import OverviewPyramid
+from landcover.threads import gdal_threads
 
 CLASS_NODATA = 255
 """Class-map value where the input has no data."""
@@ -110,8 +110,8 @@ def encode_probs(
         overwrite: ``probs`` is scratch: the uint8 scaling may be done in it, in place.
 
     Returns:
-        ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored
-        probabilities (``None`` without ``prob_dtype``), as numpy arrays on the host.
+        ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored probabilities
+        (``None`` without ``prob_dtype``), numpy arrays on the host.
     """
     classes = first_argmax(probs)
     if prob_dtype is None:
@@ -391,7 +391,7 @@ def publish_cog(
                 BLOCKSIZE="256",
                 OVERVIEW_RESAMPLING=resampling,
                 BIGTIFF="IF_SAFER",
-                NUM_THREADS="ALL_CPUS",  # compression and overviews on every core (~1.7x on 2)
+                NUM_THREADS=gdal_threads(),  # every core (~1.7x on 2), or a worker's share
             )
             check_complete(tmp)
             os.replace(tmp, dst)

@@ -50,7 +50,7 @@ from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import totals_line, write_summary
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
-from landcover.threads import usable_cores
+from landcover.threads import core_share, gdal_threads, share_gdal_threads
 
 log = logging.getLogger("landcover")
 
@@ -324,8 +324,9 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     env = comm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)
-    if env.distributed:
-        torch.set_num_threads(max(1, usable_cores() // env.local_world_size))
+    if env.distributed:  # each worker on this node gets its share of the cores
+        torch.set_num_threads(core_share(env.local_world_size))
+        share_gdal_threads(env.local_world_size)
     comm.join(env, spec.job.timeout_s)
     try:
         started = time.perf_counter()
@@ -333,7 +334,11 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         entries = _shared_entries(spec, env)
         im = load_inference_model(spec.checkpoint, spec.device, env.local_rank)
         fingerprint = make_fingerprint(im, spec.options)
-        log.info("rank %d/%d: pid %d on %s", env.rank, env.world_size, os.getpid(), im.device)
+        log.info(
+            "rank %d/%d: pid %d on %s, %d torch threads, GDAL threads %s",
+            *(env.rank, env.world_size, os.getpid(), im.device),
+            *(torch.get_num_threads(), gdal_threads()),
+        )
         options = replace(spec.options, tags={**spec.options.tags, **fingerprint.tags()})
         if env.is_main:
             log.info(
