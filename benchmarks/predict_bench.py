@@ -28,9 +28,10 @@ also predicted on the GPU with the real default model whatever ``--quick`` says,
 probability map and once with ``--no-probs``, COGs written: one GPU's Mpx/s for each (report
 rows), and the ratio to the bare forward with probabilities (a goal). Then a folder of 16 copies
 of that tile is mapped by 1, 4 and 8 workers sharing the one GPU (previews on, as a region job
-writes them), each worker's GDAL threads its share of the cores (predict's default), and by 4
-workers with GDAL on every core: the job's Mpx/s for each (``summary.json``'s job seconds). On
-one H100 a single worker kept the GPU busy about a tenth of the time. ``--only gpu`` runs the GPU rounds alone.
+writes them), GDAL on every core in each worker (predict's default), and by 4 workers with
+GDAL capped at each worker's share of the cores: the job's Mpx/s for each (``summary.json``'s
+job seconds). On one H100 a single worker kept the GPU busy about a tenth of the time.
+``--only gpu`` runs the GPU rounds alone.
 
 Memory (the goal: <= 1.5x for 11.25x the area): peak resident memory of ``landcover predict``
 on each tile, each in its own process (the kernel's rusage of that process alone).
@@ -81,6 +82,7 @@ from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.models import build_model
 from landcover.parallel.devices import autocast
+from landcover.threads import core_share
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GOAL = 1.5
@@ -550,15 +552,11 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
     return goals
 
 
-SHARED_WORKERS: tuple[tuple[int, str | None], ...] = (
-    (1, None),
-    (4, None),
-    (8, None),
-    (4, "ALL_CPUS"),
-)
-"""The jobs of :func:`shared_device_rounds`: workers sharing one GPU, and ``GDAL_NUM_THREADS``
-(``None``: predict's own choice, each worker's share of the cores; ``ALL_CPUS``: every worker
-decodes and compresses on every core, as before 2026-11-28)."""
+SHARED_WORKERS: tuple[tuple[int, bool], ...] = ((1, False), (4, False), (8, False), (4, True))
+"""The jobs of :func:`shared_device_rounds`: workers sharing one GPU, and whether each worker's
+GDAL threads are capped at its share of the cores (``GDAL_NUM_THREADS``; predict's own choice
+is every core, ``ALL_CPUS``, since this measurement: 29.6 against 27.2 Mpx/s capped, 4 workers
+on one H100, 2026-11-27)."""
 
 SHARED_TILES = 16
 """Copies of the large tile each shared job maps (2 for each of 8 workers)."""
@@ -568,20 +566,20 @@ def shared_device_rounds(
     tile: Path,
     cache: Path,
     device: str = "cuda",
-    jobs: tuple[tuple[int, str | None], ...] = SHARED_WORKERS,
+    jobs: tuple[tuple[int, bool], ...] = SHARED_WORKERS,
 ) -> list[dict[str, Any]]:
     """``landcover predict`` over a folder of copies of the tile with 1, 4 and 8 workers on
     one device (on CUDA they share the GPU, round-robin over one): the job's Mpx/s.
 
     One worker's host work keeps a GPU busy about a tenth of the time; this measures how far
     more workers on the same GPU close that gap, and whether capping each worker's GDAL threads
-    at its share of the cores (predict's default) beats GDAL on every core in every worker.
+    at its share of the cores beats GDAL on every core in every worker (predict's default).
 
     Args:
         tile: The large tile.
         cache: Where the checkpoint, the folder of tiles and the maps go.
         device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
-        jobs: ``(workers, GDAL_NUM_THREADS or None)``, one job each.
+        jobs: ``(workers, GDAL threads capped at the worker's share)``, one job each.
 
     Returns:
         One row per job: workers, GDAL threads, tiles, job seconds (``summary.json``), Mpx/s.
@@ -597,23 +595,23 @@ def shared_device_rounds(
         if not copy.exists():
             os.link(tile, copy)
     rows = []
-    for n, gdal in jobs:
-        out = cache / f"out-shared-{device}-{n}-{gdal or 'share'}"
+    for n, capped in jobs:
+        threads = str(core_share(n)) if capped else "ALL_CPUS"
+        out = cache / f"out-shared-{device}-{n}-{threads}"
         cmd = [
             sys.executable, "-m", "landcover", "predict", str(folder), "--checkpoint",
             str(checkpoint), "--out", str(out), "--device", device, "--workers", str(n),
             "--overwrite",
         ]  # fmt: skip
         env = {k: v for k, v in os.environ.items() if k != "GDAL_NUM_THREADS"}
-        if gdal:
-            env["GDAL_NUM_THREADS"] = gdal
+        if capped:
+            env["GDAL_NUM_THREADS"] = threads
         result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if result.returncode != 0:
             raise SystemExit(f"predict with {n} workers failed: {result.stderr[-2000:]}")
         summary = json.loads((out / "summary.json").read_text())
         mpx = sum(t["mpx"] for t in summary["tiles"])
         seconds = summary["job"]["seconds"]
-        threads = gdal or "share"
         rows.append(
             {
                 "workers": n,

@@ -74,14 +74,14 @@ GPU_INPUT_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no D4", ("data.augment=false",)),
     ("no photometric", ("data.photometric=0",)),
     ("D4 on the host", ("data.augment_on=host",)),
-    ("feed in 2 processes", ("data.loader_workers=2",)),
+    ("feed in a thread", ("data.loader_workers=0",)),
 )
 """CLI training in bf16 + channels_last with one part of the input path off or moved: label,
 overrides. The defaults on a GPU: D4 as one gather on the GPU (``data.augment_on: auto``) and
-the batches drawn in a thread (``data.loader_workers: auto``), chosen on one H100
-(2026-11-27), where D4 on the GPU ran 1.23x and the thread 1.14x faster than D4 on the host
-and 2 feed processes. These rows check both choices again and tell the parts' costs apart
-(photometric runs on the GPU in the training thread)."""
+the batches drawn by 2 processes (``data.loader_workers: auto``). On one H100 D4 on the GPU
+with 2 processes was the fastest input setting of both runs (812 and 798 samples/s,
+2026-11-27); the thread with D4 on the GPU ran 573. These rows check both choices
+again and tell the parts' costs apart (photometric runs on the GPU in the training thread)."""
 
 # Peak dense bf16 tensor-core FLOP/s by device name (first match wins).
 PEAK_BF16_FLOPS: tuple[tuple[str, float], ...] = (

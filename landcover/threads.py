@@ -14,10 +14,12 @@ environment of the ``landcover`` command before anything imports torch; worker p
 inherit it. A policy the user set (``OMP_WAIT_POLICY=ACTIVE``, say) is kept.
 
 GDAL decodes tiles and compresses maps on threads of its own (``GDAL_NUM_THREADS``, the COG
-driver's ``NUM_THREADS``): every core by default. Where several predict workers share a node (4
-for each GPU under ``--workers auto``), :func:`share_gdal_threads` gives each worker its share
-of the cores instead, as torch's threads already are, so that N workers do not start N times
-as many GDAL threads as there are cores. A ``GDAL_NUM_THREADS`` the user set is kept.
+driver's ``NUM_THREADS``): every core, unless the user set ``GDAL_NUM_THREADS``
+(:func:`gdal_threads`). Predict workers sharing a node keep every core for GDAL although
+torch's threads get each worker's share (:func:`core_share`): on one H100 with 16 host cores,
+4 workers mapped 29.6 Mpx/s with GDAL on every core and 27.2 with GDAL capped at 4 threads
+each (``benchmarks/predict_bench.py``, 2026-11-27); a worker's decoding and compression come
+in bursts that the others' idle threads leave room for.
 """
 
 from __future__ import annotations
@@ -65,8 +67,7 @@ def gdal_threads() -> str:
     """GDAL's threads for decoding a tile and for compressing a map: ``GDAL_NUM_THREADS``.
 
     Returns:
-        ``GDAL_NUM_THREADS`` where set (by the user, or by :func:`share_gdal_threads` in a
-        predict worker), else ``ALL_CPUS``.
+        ``GDAL_NUM_THREADS`` where the user set it, else ``ALL_CPUS``.
     """
     return os.environ.get(GDAL_ENV, "").strip() or ALL_CPUS
 
@@ -82,20 +83,3 @@ def core_share(workers: int, cores: int | None = None) -> int:
         At least 1.
     """
     return max(1, (usable_cores() if cores is None else cores) // max(1, workers))
-
-
-def share_gdal_threads(workers: int) -> str:
-    """Caps this process's GDAL threads at its share of the cores, one of ``workers`` on a node.
-
-    Sets ``GDAL_NUM_THREADS`` in this process's environment (GDAL reads it at each use), unless
-    the user set it.
-
-    Args:
-        workers: Processes on this node that decode and write with GDAL.
-
-    Returns:
-        The threads GDAL now uses (:func:`gdal_threads`).
-    """
-    if not os.environ.get(GDAL_ENV, "").strip():
-        os.environ[GDAL_ENV] = str(core_share(workers))
-    return gdal_threads()

@@ -82,13 +82,13 @@ class EpochBatches(Dataset):
 def resolve_loader_workers(setting: int | str, device: torch.device) -> int:
     """The worker processes ``data.loader_workers`` asks for on a device.
 
-    ``auto`` is 0, a thread, on every device. On the CPU the model, not the feed, holds the
-    cores, and a thread costs no process. On one H100 (2026-11-27, bf16, batch 32, D4 on the
-    host) the thread trained 1.14x faster than 2 feed processes (755 against 663 samples/s),
-    although the thread shares the GIL with the kernel launches (``benchmarks/gil_bench.py``).
-    Why was not measured; the likeliest cost is the training process's copy of each batch out
-    of its shared slot into pinned memory.
-    ``auto`` stays a setting of its own so that a later measurement can change it.
+    ``auto`` is 2 on a GPU and 0, a thread, on the CPU (where the model, not the feed, holds
+    the cores, and a thread costs no process). On one H100 (bf16, batch 32, D4 on the GPU as
+    ``data.augment_on: auto`` puts it) 2 feed processes trained 1.39x faster than the thread
+    (798 against 573 samples/s, second run of 2026-11-27), and the same setting was the fastest
+    of the first run too (812): the thread's draws share the GIL with the kernel launches
+    (``benchmarks/gil_bench.py``). With D4 on the host the thread had won once (755 against
+    663 samples/s), which is why ``auto`` was the thread for a day.
 
     Args:
         setting: A number of processes, or ``auto``.
@@ -97,9 +97,8 @@ def resolve_loader_workers(setting: int | str, device: torch.device) -> int:
     Returns:
         The number of worker processes (0: a thread in the training process).
     """
-    del device  # the same on every device, as measured so far
     if setting == "auto":
-        return 0
+        return 2 if device.type == "cuda" else 0
     return int(setting)
 
 

@@ -50,7 +50,7 @@ from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import totals_line, write_summary
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
-from landcover.threads import core_share, gdal_threads, share_gdal_threads
+from landcover.threads import core_share, gdal_threads
 
 log = logging.getLogger("landcover")
 
@@ -324,9 +324,8 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     env = comm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)
-    if env.distributed:  # each worker on this node gets its share of the cores
+    if env.distributed:  # torch's threads: each worker's share of this node's cores
         torch.set_num_threads(core_share(env.local_world_size))
-        share_gdal_threads(env.local_world_size)
     comm.join(env, spec.job.timeout_s)
     try:
         started = time.perf_counter()

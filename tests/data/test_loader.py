@@ -107,8 +107,8 @@ def test_an_epoch_has_exactly_its_batches() -> None:
     assert len(list(epoch_loader(batches, 2, False))) == 3
 
 
-def test_auto_draws_in_a_thread_on_every_device() -> None:
-    assert resolve_loader_workers("auto", torch.device("cuda")) == 0  # measured: 1.14x
+def test_auto_draws_in_processes_on_a_gpu_only() -> None:
+    assert resolve_loader_workers("auto", torch.device("cuda")) == 2  # measured: 1.39x
     assert resolve_loader_workers("auto", torch.device("cpu")) == 0
     assert resolve_loader_workers(3, torch.device("cpu")) == 3
     assert DataConfig(loader_workers=1).loader_workers == 1
