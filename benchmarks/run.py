@@ -38,6 +38,7 @@ PARTS = (
     "model",
     "quality",
     "augment",
+    "blend",
     "feed",
     "gil",
     "shifted",

@@ -5,6 +5,12 @@ window that falls off linearly toward its edges over the overlap (:func:`blend_w
 the weighted sum is divided by the summed weights, so overlapping windows cross-fade and no
 seams appear at window borders. :class:`StripPlan` says which windows cover an image and which
 image rows each row of windows finishes; :class:`StripBlender` accumulates them.
+
+Without test-time augmentation the blender takes the softmax of each window's logits itself
+(:func:`add_weighted_softmax`): on the CPU a block of rows at a time, so that the logits'
+copy out of the model's channels-last layout, the softmax, the weighting and the sum pass over
+data that stays in a core's cache (``benchmarks/blend_bench.py``). The numbers are the same
+as a softmax of the whole window, weighted and added.
 """
 
 from __future__ import annotations
@@ -30,6 +36,44 @@ def blend_weights(size: int, overlap: int) -> torch.Tensor:
     i = torch.arange(size, dtype=torch.float32) + 0.5
     one_d = torch.clamp(torch.minimum(i, size - i) / ramp, max=1.0)
     return torch.outer(one_d, one_d)
+
+
+SOFTMAX_ROWS = 64
+"""Rows of a window taken at once by :func:`add_weighted_softmax` on the CPU: 6 classes x 64 x
+1,024 px of float32 is 1.5 MB."""
+
+ALIGN = 64
+"""A block is a whole number of 64 values: torch's softmax over the classes runs a vector loop
+over the pixels, whose tail (where a block's pixels are not a whole number of vectors) may round
+in the last bit otherwise than the whole window's loop; without a tail the numbers are the
+same. Predict's windows are multiples of 32 px, so their 64-row blocks always are."""
+
+
+def add_weighted_softmax(
+    acc: torch.Tensor, logits: torch.Tensor, weights: torch.Tensor, rows: int
+) -> None:
+    """Adds a window's class probabilities, weighted, into ``acc``: ``rows`` rows at a time.
+
+    ``acc += softmax(logits, dim=0) * weights``, element for element the same numbers as the
+    whole window's softmax, weighted, then added.
+
+    Args:
+        acc: ``(K, p, p)`` float32 sums to add into (a view of the blender's accumulator).
+        logits: ``(K, p, p)`` logits of one window, in any layout and floating dtype.
+        weights: ``(p, p)`` blending weights.
+        rows: Rows per block (the whole window in one block where launches cost more than
+            memory traffic, as on a GPU).
+    """
+    k, p, width = logits.shape
+    rows = min(rows, p)
+    if rows * width % ALIGN:  # a tail in softmax's vector loop might round another way
+        rows = p
+    buf = torch.empty((k, rows, width), device=logits.device)
+    for r in range(0, p, rows):
+        block = buf[:, : min(rows, p - r)]
+        block.copy_(logits[:, r : r + rows])  # to float32, class-major
+        probs = torch.softmax(block, dim=0).mul_(weights[r : r + rows])
+        acc[:, r : r + rows] += probs
 
 
 @dataclass(frozen=True)
@@ -120,9 +164,11 @@ class StripBlender:
     Args:
         plan: The image's windows.
         window_probs: Class probabilities ``(B, K, p, p)`` of a batch of ``(B, p, p, C)``
-            uint8 windows on the device.
+            uint8 windows on the device, or their logits with ``logits``.
         batch_size: Windows per call of ``window_probs``.
         weights: The ``(p, p)`` blending weights of the plan's window (:func:`blend_weights`).
+        logits: ``window_probs`` returns logits, whose softmax the blender takes
+            (:func:`add_weighted_softmax`).
     """
 
     def __init__(
@@ -131,11 +177,14 @@ class StripBlender:
         window_probs: Callable[[torch.Tensor], torch.Tensor],
         batch_size: int,
         weights: torch.Tensor,
+        logits: bool = False,
     ) -> None:
         self.plan = plan
         self.window_probs = window_probs
         self.batch_size = batch_size
         self.weights = weights
+        self.logits = logits
+        self.softmax_rows = SOFTMAX_ROWS if weights.device.type == "cpu" else plan.window
         self.acc: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
         self.norm = torch.zeros((plan.window, plan.padded_width), device=weights.device)
@@ -161,15 +210,22 @@ class StripBlender:
         for j in range(0, len(plan.xs), batch):
             chunk = plan.xs[j : j + batch]
             crops = torch.stack([rows[:, x : x + p] for x in chunk])
-            probs = self.window_probs(crops).mul_(self.weights)
+            scores = self.window_probs(crops)
             if self.acc is None:
-                k = probs.shape[1]
-                self.acc = torch.zeros((k, p, plan.padded_width), device=probs.device)
-                self.out = torch.empty((k, p, plan.width), device=probs.device)
-            for x, prob in zip(chunk, probs, strict=True):
-                self.acc[:, :, x : x + p] += prob
+                k = scores.shape[1]
+                self.acc = torch.zeros((k, p, plan.padded_width), device=scores.device)
+                self.out = torch.empty((k, p, plan.width), device=scores.device)
+            if not self.logits:
+                scores = scores.mul_(self.weights)
+            for x, score in zip(chunk, scores, strict=True):
+                if self.logits:
+                    add_weighted_softmax(
+                        self.acc[:, :, x : x + p], score, self.weights, self.softmax_rows
+                    )
+                else:
+                    self.acc[:, :, x : x + p] += score
                 self.norm[:, x : x + p] += self.weights
-            del probs
+            del scores
         assert self.acc is not None and self.out is not None
         _, keep = plan.strip(self.row)
         out = None

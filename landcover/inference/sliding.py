@@ -144,11 +144,9 @@ class SlidingWindowPredictor:
         Returns:
             ``(B, K, p, p)`` float32 probabilities.
         """
+        if self.plain:
+            return torch.softmax(self.window_logits(batch).float(), dim=1)
         x = self.prepare(batch)
-        if self.tta == (TRANSFORMS["identity"],):
-            with autocast(self.device, self.autocast_dtype):
-                logits = self.model(x)
-            return torch.softmax(logits.float(), dim=1)
         total: torch.Tensor | None = None
         for transform in self.tta:
             xt = tta.apply(x, transform).contiguous(memory_format=torch.channels_last)
@@ -158,6 +156,24 @@ class SlidingWindowPredictor:
             total = probs if total is None else total + probs
         assert total is not None
         return total / len(self.tta)
+
+    @property
+    def plain(self) -> bool:
+        """No test-time augmentation: the identity transform alone."""
+        return self.tta == (TRANSFORMS["identity"],)
+
+    def window_logits(self, batch: torch.Tensor) -> torch.Tensor:
+        """The model's logits of a batch of windows (no test-time augmentation).
+
+        Args:
+            batch: ``(B, p, p, C)`` uint8 windows on the device.
+
+        Returns:
+            ``(B, K, p, p)`` logits, in the model's dtype and memory layout.
+        """
+        x = self.prepare(batch)
+        with autocast(self.device, self.autocast_dtype):
+            return self.model(x)
 
     def plan(self, height: int, width: int) -> StripPlan:
         """The windows covering an image.
@@ -192,6 +208,8 @@ class SlidingWindowPredictor:
         weights = (
             self.weights if p == self.patch else blend_weights(p, self.overlap).to(self.device)
         )
+        if self.plain:  # the blender takes the softmax, block by block
+            return StripBlender(plan, self.window_logits, self.batch_size, weights, logits=True)
         return StripBlender(plan, self.window_probs, self.batch_size, weights)
 
     @contextmanager
