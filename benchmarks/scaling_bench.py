@@ -70,6 +70,11 @@ batch: at batch 32 one H100 ran the default model at 5.4 % of its peak (2026-11-
 that grow with the batch say the step is bound by kernel launches and host work, not by the
 GPU's arithmetic."""
 
+GPU_CLI_BATCHES = (64,)
+"""CLI training in bf16 + channels_last with the defaults at a larger batch (the learning rate
+follows the sqrt rule): does the input path keep up with a bare step that ran 1.69x the
+samples/s at batch 64 (one H100, 2026-11-27)?"""
+
 GPU_INPUT_VARIANTS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("no D4", ("data.augment=false",)),
     ("no photometric", ("data.photometric=0",)),
@@ -496,13 +501,13 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         "precisions": {},
     }
 
-    def one_gpu(name: str, sets: tuple[str, ...]) -> Measured:
+    def one_gpu(name: str, sets: tuple[str, ...], batch: int = sizes.gpu_batch) -> Measured:
         """``landcover train`` with one worker on the device, GPU run sizes, these overrides."""
         return train(
             data,
             work / name,
             1,
-            ("--batch-size", str(sizes.gpu_batch)),
+            ("--batch-size", str(batch)),
             sizes.gpu_epochs,
             sizes.gpu_samples_per_epoch,
             config=GPU_CONFIG,
@@ -572,13 +577,17 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
                 torch.cuda.empty_cache()
         print(f"  gpu bf16+channels_last, model only, batch {batch}: {sps} samples/s", flush=True)
     result["inputs"] = {}
-    for label, sets in GPU_INPUT_VARIANTS:
+    variants = [(label, sets, sizes.gpu_batch) for label, sets in GPU_INPUT_VARIANTS]
+    variants += [(f"batch {b}", (), b) for b in GPU_CLI_BATCHES]
+    for label, sets, batch in variants:
         m = one_gpu(
             f"gpu-input-{label.replace(' ', '-')}",
             ("run.bf16=true", "run.channels_last=true", *sets),
+            batch,
         )
         result["inputs"][label] = {
-            "sets": list(sets),
+            "sets": list(sets) or [f"--batch-size {batch}"],
+            "batch": batch,
             "train_samples_per_s": m.samples_per_s if m.ok else None,
             "train_epoch_s": m.epoch_s if m.ok else None,
             "train_error": m.error,
@@ -755,7 +764,7 @@ def _gpu_rows(gpu: dict[str, Any] | None) -> list[dict[str, Any]]:
                 "workers": 1,
                 "samples_per_s": round(sps, 1) if sps else "",
                 "epoch_s": round(p["train_epoch_s"], 2) if p["train_epoch_s"] else "",
-                "global_batch": gpu["batch"],
+                "global_batch": p.get("batch", gpu["batch"]),
                 "note": f"failed: {error}" if error else f"{gpu['name']}; {' '.join(p['sets'])}",
             }
         )
