@@ -54,8 +54,9 @@ class DataConfig(Section):
             a thread of the training process, ``N`` in ``N`` forked processes that share its
             tiles in memory and draw outside its GIL (``benchmarks/gil_bench.py``); ``auto``:
             2 on a GPU (on one H100, with D4 on the GPU, 1.39x faster than the thread,
-            ``benchmarks/results/gpu/``), 0 on the CPU. The batches are the same whichever draws them (each
-            batch has its own random generator), so the trained model does not depend on it.
+            ``benchmarks/results/gpu/``), 0 on the CPU. The batches are the same whichever
+            draws them (each batch has its own random generator), so the trained model does
+            not depend on it.
         fetch_concurrency: Files each worker fetches (and decodes) at once when loading.
         cache_dir: Optional local folder caching remote (blob) files, so a second run reads
             them from local disk.

@@ -391,7 +391,7 @@ def publish_cog(
                 BLOCKSIZE="256",
                 OVERVIEW_RESAMPLING=resampling,
                 BIGTIFF="IF_SAFER",
-                NUM_THREADS=gdal_threads(),  # every core (~1.7x on 2), or a worker's share
+                NUM_THREADS=gdal_threads(),  # every core (~1.7x on 2) unless GDAL_NUM_THREADS
             )
             check_complete(tmp)
             os.replace(tmp, dst)
