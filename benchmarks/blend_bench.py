@@ -7,9 +7,10 @@ whole-window path then passes over the window's 6 x 1,024 x 1,024 floats (24 MB)
 the copy, the softmax, the weighting and the sum. Since 2026-11-27 the blender does the four
 on 64 rows at a time (:func:`~landcover.inference.blend.add_weighted_softmax`), which stay in
 a core's cache. Both paths go through the blender here, on one row of windows of the ceiling
-tile's width (7,500 px: 8 windows of predict's default 1,024 px with 64 px of overlap), with
-fixed channels-last logits standing in for the model (returned at no cost), on 1 and 2
-threads, alternately, best of ``repeats``; the two paths' strips are checked equal.
+tile's width (7,500 px: 8 windows of predict's default 1,024 px with 64 px of overlap; the
+second row of a tile, which adds to the first row's overlap rows), with fixed channels-last
+logits standing in for the model (returned at no cost), on 1 and 2 threads, alternately, best
+of ``repeats``; the two paths' strips are checked equal.
 
 Usage: python benchmarks/run.py blend  (or: python benchmarks/blend_bench.py [--quick])
 """
@@ -61,6 +62,7 @@ def time_row(blocked: bool, threads: int, repeats: int) -> tuple[float, torch.Te
     strip = None
     for _ in range(repeats + 1):  # the first is a warm-up
         blender = _blender(plan, logits, blocked)
+        blender.add(rows)  # the first row of windows; the second carries its overlap rows
         start = time.perf_counter()
         strip = blender.add(rows)
         best = min(best, time.perf_counter() - start)

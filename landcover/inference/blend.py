@@ -49,8 +49,32 @@ in the last bit otherwise than the whole window's loop; without a tail the numbe
 same. Predict's windows are multiples of 32 px, so their 64-row blocks always are."""
 
 
+def put(acc: torch.Tensor, values: torch.Tensor, rows: int, cols: int) -> None:
+    """Adds ``values`` into the sums of ``acc`` and writes them over what is not a sum yet.
+
+    The top ``rows`` rows and the left ``cols`` columns of ``acc`` hold sums (of the row of
+    windows above, or of the window to the left); the rest holds nothing yet, and writing
+    there gives the numbers that adding to zero would, without zeroing it first or reading it.
+
+    Args:
+        acc: ``(..., h, w)`` accumulator view.
+        values: Values of the same shape (none negative, so ``0 + v`` is ``v``).
+        rows: Leading rows of ``acc`` that hold sums.
+        cols: Leading columns of ``acc`` (below those rows) that hold sums.
+    """
+    if rows > 0:
+        acc[..., :rows, :] += values[..., :rows, :]
+    if cols > 0:
+        acc[..., rows:, :cols] += values[..., rows:, :cols]
+    acc[..., rows:, cols:] = values[..., rows:, cols:]
+
+
 def add_weighted_softmax(
-    acc: torch.Tensor, logits: torch.Tensor, weights: torch.Tensor, rows: int
+    acc: torch.Tensor,
+    logits: torch.Tensor,
+    weights: torch.Tensor,
+    rows: int,
+    summed: tuple[int, int] | None = None,
 ) -> None:
     """Adds a window's class probabilities, weighted, into ``acc``: ``rows`` rows at a time.
 
@@ -63,17 +87,20 @@ def add_weighted_softmax(
         weights: ``(p, p)`` blending weights.
         rows: Rows per block (the whole window in one block where launches cost more than
             memory traffic, as on a GPU).
+        summed: ``(rows, cols)`` of ``acc`` that hold sums, the rest written over (:func:`put`);
+            ``None``: all of it holds sums.
     """
     k, p, width = logits.shape
     rows = min(rows, p)
     if rows * width % ALIGN:  # a tail in softmax's vector loop might round another way
         rows = p
+    top, cols = summed if summed is not None else (p, width)
     buf = torch.empty((k, rows, width), device=logits.device)
     for r in range(0, p, rows):
         block = buf[:, : min(rows, p - r)]
         block.copy_(logits[:, r : r + rows])  # to float32, class-major
         probs = torch.softmax(block, dim=0).mul_(weights[r : r + rows])
-        acc[:, r : r + rows] += probs
+        put(acc[:, r : r + rows], probs, min(max(top - r, 0), probs.shape[1]), cols)
 
 
 @dataclass(frozen=True)
@@ -187,15 +214,19 @@ class StripBlender:
         self.softmax_rows = SOFTMAX_ROWS if weights.device.type == "cpu" else plan.window
         self.acc: torch.Tensor | None = None
         self.out: torch.Tensor | None = None
-        self.norm = torch.zeros((plan.window, plan.padded_width), device=weights.device)
+        self.norm = torch.empty((plan.window, plan.padded_width), device=weights.device)
         self.row = 0
+        self.carried = 0
+        """Top rows of the accumulators that hold the row of windows above's sums; below
+        them, each window writes over what no window of this row has added to yet."""
 
     def add(self, rows: torch.Tensor) -> torch.Tensor | None:
         """Predicts the next row of windows and returns the rows it makes final.
 
         The arithmetic is that of a plain loop (each window's probabilities times the
         weights, added in window order, divided by the summed weights), done in place in
-        buffers kept from row to row: no full-strip tensor is allocated per row.
+        buffers kept from row to row: no full-strip tensor is allocated per row, and none is
+        zeroed (a window writes where no window has added yet: :func:`put`).
 
         Args:
             rows: ``(window, padded_width, C)`` uint8 image rows on the device (see
@@ -207,24 +238,26 @@ class StripBlender:
             a buffer the next call overwrites: use it (or copy it) before then.
         """
         plan, p, batch = self.plan, self.plan.window, self.batch_size
+        end = 0  # the columns the windows of this row have covered so far
         for j in range(0, len(plan.xs), batch):
             chunk = plan.xs[j : j + batch]
             crops = torch.stack([rows[:, x : x + p] for x in chunk])
             scores = self.window_probs(crops)
             if self.acc is None:
                 k = scores.shape[1]
-                self.acc = torch.zeros((k, p, plan.padded_width), device=scores.device)
+                self.acc = torch.empty((k, p, plan.padded_width), device=scores.device)
                 self.out = torch.empty((k, p, plan.width), device=scores.device)
             if not self.logits:
                 scores = scores.mul_(self.weights)
             for x, score in zip(chunk, scores, strict=True):
+                summed = (self.carried, max(0, end - x))
+                acc = self.acc[:, :, x : x + p]
                 if self.logits:
-                    add_weighted_softmax(
-                        self.acc[:, :, x : x + p], score, self.weights, self.softmax_rows
-                    )
+                    add_weighted_softmax(acc, score, self.weights, self.softmax_rows, summed)
                 else:
-                    self.acc[:, :, x : x + p] += score
-                self.norm[:, x : x + p] += self.weights
+                    put(acc, score, *summed)
+                put(self.norm[:, x : x + p], self.weights, *summed)
+                end = x + p
             del scores
         assert self.acc is not None and self.out is not None
         _, keep = plan.strip(self.row)
@@ -234,10 +267,9 @@ class StripBlender:
             torch.div(self.acc[:, :keep, : plan.width], self.norm[:keep, : plan.width], out=out)
         done = plan.done(self.row)
         rest = p - done
-        if rest > 0:  # the overlap rows carry over; the rest starts again from zero
+        if rest > 0:  # the overlap rows carry over; the next row's windows write the rest
             self.acc[:, :rest] = self.acc[:, done:].clone()
             self.norm[:rest] = self.norm[done:].clone()
-        self.acc[:, rest:] = 0
-        self.norm[rest:] = 0
+        self.carried = max(rest, 0)
         self.row += 1
         return out
