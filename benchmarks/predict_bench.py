@@ -82,7 +82,7 @@ from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.models import build_model
 from landcover.parallel.devices import autocast
-from landcover.threads import core_share
+from landcover.threads import GDAL_ENV, core_share
 
 REPO = Path(__file__).resolve().parents[1]
 MEMORY_GOAL = 1.5
@@ -603,9 +603,9 @@ def shared_device_rounds(
             str(checkpoint), "--out", str(out), "--device", device, "--workers", str(n),
             "--overwrite",
         ]  # fmt: skip
-        env = {k: v for k, v in os.environ.items() if k != "GDAL_NUM_THREADS"}
+        env = {k: v for k, v in os.environ.items() if k != GDAL_ENV}
         if capped:
-            env["GDAL_NUM_THREADS"] = threads
+            env[GDAL_ENV] = threads
         result = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
         if result.returncode != 0:
             raise SystemExit(f"predict with {n} workers failed: {result.stderr[-2000:]}")

@@ -515,6 +515,19 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
             sets=sets,
         )
 
+    def one_bare(on: bool, batch: int, compiled: bool = False) -> tuple[float | None, str | None]:
+        """The bare model's samples/s (bf16 + channels_last ``on``), or why it failed."""
+        try:
+            sps = model_samples_per_s(
+                GPU_CONFIG, torch.device(device), on, on, batch, sizes.gpu_model_seconds, compiled
+            )
+            return sps, None
+        except (RuntimeError, ValueError) as exc:  # out of memory, unsupported kernel
+            return None, str(exc).splitlines()[0][:300]
+        finally:
+            if device == "cuda":
+                torch.cuda.empty_cache()
+
     for label, on, compiled in GPU_VARIANTS:
         flag = str(on).lower()
         m = one_gpu(
@@ -525,23 +538,7 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
                 f"run.compile={str(compiled).lower()}",
             ),
         )
-        bare: float | None = None
-        bare_error = None
-        try:
-            bare = model_samples_per_s(
-                GPU_CONFIG,
-                torch.device(device),
-                on,
-                on,
-                sizes.gpu_batch,
-                sizes.gpu_model_seconds,
-                compiled,
-            )
-        except (RuntimeError, ValueError) as exc:  # out of memory, unsupported kernel
-            bare_error = str(exc).splitlines()[0][:300]
-        finally:
-            if device == "cuda":
-                torch.cuda.empty_cache()
+        bare, bare_error = one_bare(on, sizes.gpu_batch, compiled)
         train_sps = m.samples_per_s if m.ok else None
         result["precisions"][label] = {
             "train_samples_per_s": train_sps,
@@ -561,21 +558,12 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         )
     result["batches"] = {}
     for batch in GPU_MODEL_BATCHES:
-        try:
-            sps = model_samples_per_s(
-                GPU_CONFIG, torch.device(device), True, True, batch, sizes.gpu_model_seconds
-            )
-            result["batches"][str(batch)] = {"model_samples_per_s": sps, "model_error": None}
-        except (RuntimeError, ValueError) as exc:  # out of memory
-            sps = None
-            result["batches"][str(batch)] = {
-                "model_samples_per_s": None,
-                "model_error": str(exc).splitlines()[0][:300],
-            }
-        finally:
-            if device == "cuda":
-                torch.cuda.empty_cache()
-        print(f"  gpu bf16+channels_last, model only, batch {batch}: {sps} samples/s", flush=True)
+        sps, error = one_bare(True, batch)
+        result["batches"][str(batch)] = {"model_samples_per_s": sps, "model_error": error}
+        print(
+            f"  gpu bf16+channels_last, model only, batch {batch}: {sps or error} samples/s",
+            flush=True,
+        )
     result["inputs"] = {}
     variants = [(label, sets, sizes.gpu_batch) for label, sets in GPU_INPUT_VARIANTS]
     variants += [(f"batch {b}", (), b) for b in GPU_CLI_BATCHES]

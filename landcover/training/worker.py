@@ -21,7 +21,7 @@ from landcover.parallel.devices import resolve_device
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.failures import is_peer_failure
-from landcover.threads import usable_cores
+from landcover.threads import core_share
 from landcover.training.runfolder import RunFolder
 from landcover.training.trainer import Trainer
 
@@ -42,7 +42,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
         PeerFailureError: If a collective failed because another worker did.
     """
     setup_logging(env, RunFolder(config.run.out).local)
-    threads = config.run.threads_per_worker or max(1, usable_cores() // env.local_world_size)
+    threads = config.run.threads_per_worker or core_share(env.local_world_size)
     torch.set_num_threads(threads)
     engine = engine_for(config.run)
     device = resolve_device(config.run.device, env)
