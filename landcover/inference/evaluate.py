@@ -31,6 +31,7 @@ from landcover.data.pairs import TilePair
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
+from landcover.inference.encode import first_argmax
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.options import check_bands
 from landcover.inference.resolution import (
@@ -40,7 +41,7 @@ from landcover.inference.resolution import (
     working_grid,
 )
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
-from landcover.inference.writers import CLASS_NODATA, first_argmax
+from landcover.inference.writers import CLASS_NODATA
 from landcover.metrics import confusion_matrix, metrics_from_confusion
 
 log = logging.getLogger("landcover")

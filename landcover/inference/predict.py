@@ -28,6 +28,7 @@ from landcover import storage
 from landcover.data.raster import open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
+from landcover.inference.encode import EncodedStrip, encode_probs
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.options import PredictOptions, check_bands
 from landcover.inference.pipeline import run_pipelined
@@ -37,14 +38,7 @@ from landcover.inference.results import ClassCounts, Grid, TileResult
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
-from landcover.inference.writers import (
-    CLASS_NODATA,
-    EncodedStrip,
-    MapWriter,
-    encode_probs,
-    error_reason,
-    scratch_folder,
-)
+from landcover.inference.writers import CLASS_NODATA, MapWriter, error_reason, scratch_folder
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
 

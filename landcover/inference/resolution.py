@@ -200,12 +200,12 @@ def maps_onto_grid(
             ``None`` without one.
         src: The open tile, whose grid (CRS, transform, size) the maps are wanted on; its
             mask marks the pixels without data.
-        write: Called with each :class:`~landcover.inference.writers.EncodedStrip` in order.
+        write: Called with each :class:`~landcover.inference.encode.EncodedStrip` in order.
         rows: Rows per strip (memory: ``rows x width x classes``).
     """
     from landcover.data.raster import nodata_mask
     from landcover.data.resolution import on_grid
-    from landcover.inference.writers import EncodedStrip
+    from landcover.inference.encode import EncodedStrip
 
     grid = (src.transform, src.width, src.height)
     with ExitStack() as stack:

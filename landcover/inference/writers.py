@@ -23,13 +23,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import rasterio
 import rasterio.shutil
-import torch
 from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
@@ -40,6 +38,7 @@ from landcover.errors import DataError, first_line
 from landcover.fileio import make_temp_beside
 from landcover.gdalnoise import quiet_gdal
 from landcover.inference.cogcheck import check_complete
+from landcover.inference.encode import EncodedStrip
 from landcover.inference.overviews import OverviewPyramid
 from landcover.threads import gdal_threads
 
@@ -54,73 +53,6 @@ PROB_COMPRESSION = {
 
 CLASS_COMPRESSION = {"COMPRESS": "DEFLATE"}
 """COG creation options of the class map."""
-
-
-@dataclass
-class EncodedStrip:
-    """A strip of finished maps, ready to write.
-
-    Attributes:
-        row: First image row of the strip.
-        classes: ``(h, W)`` uint8 class indices (no-data not yet applied).
-        probs: ``(K, h, W)`` probabilities as written: uint8 (x 255) or float32; ``None``
-            when no probability map is written (``--no-probs``).
-        valid: ``(h, W)`` bool, False where the input has no data.
-    """
-
-    row: int
-    classes: np.ndarray
-    probs: np.ndarray | None
-    valid: np.ndarray
-
-
-def first_argmax(probs: torch.Tensor) -> torch.Tensor:
-    """The index of the first maximum along dim 0, as uint8 (``torch.argmax(probs, 0)``).
-
-    On the CPU, ``argmax`` over the outer dimension of a ``(K, h, W)`` tensor is 4x slower
-    than these ``K`` element-wise passes; both return the first index of a tie.
-
-    Args:
-        probs: ``(K, h, W)`` finite values, ``K <= 255``.
-
-    Returns:
-        ``(h, W)`` uint8 indices.
-    """
-    best = probs[0].clone()
-    index = torch.zeros(best.shape, dtype=torch.uint8, device=probs.device)
-    larger = torch.empty(best.shape, dtype=torch.bool, device=probs.device)
-    for k in range(1, probs.shape[0]):
-        torch.gt(probs[k], best, out=larger)
-        index.masked_fill_(larger, k)
-        torch.maximum(best, probs[k], out=best)
-    return index
-
-
-def encode_probs(
-    probs: torch.Tensor, prob_dtype: str | None, overwrite: bool = False
-) -> tuple[np.ndarray, np.ndarray | None]:
-    """Turns a strip of probabilities into class indices and stored probabilities.
-
-    Runs where ``probs`` lives (on a GPU only the uint8 results cross to the host).
-
-    Args:
-        probs: ``(K, h, W)`` float32 probabilities.
-        prob_dtype: ``uint8`` (``round(p x 255)``, ties to even), ``float32``, or ``None``
-            when no probabilities are stored (only the arg-max is made).
-        overwrite: ``probs`` is scratch: the uint8 scaling may be done in it, in place.
-
-    Returns:
-        ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored probabilities
-        (``None`` without ``prob_dtype``), numpy arrays on the host.
-    """
-    classes = first_argmax(probs)
-    if prob_dtype is None:
-        return classes.cpu().numpy(), None
-    if prob_dtype != "uint8":
-        return classes.cpu().numpy(), probs.to("cpu", torch.float32, copy=True).numpy()
-    scaled = probs.mul_(255.0) if overwrite else probs.mul(255.0)
-    stored = scaled.round_().to(torch.uint8)
-    return classes.cpu().numpy(), stored.cpu().numpy()
 
 
 @contextmanager

@@ -9,13 +9,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
+import pytest
 import rasterio
 import torch
 from affine import Affine
 from rio_cogeo.cogeo import cog_validate
 
 from landcover.classes import resolve_mapping
-from landcover.inference.writers import EncodedStrip, MapWriter, encode_probs
+from landcover.inference.encode import EncodedStrip, encode_probs, first_argmax
+from landcover.inference.writers import MapWriter
 
 HEIGHT, WIDTH = 700, 600  # more than two 256 px blocks each way, and an odd overview
 
@@ -27,6 +29,21 @@ def _source(path: Path) -> Path:
     ) as ds:  # fmt: skip
         ds.write(np.full((4, HEIGHT, WIDTH), 90, dtype=np.uint8))
     return path
+
+
+@pytest.mark.parametrize("classes", [1, 2, 6, 13, 255])
+def test_first_argmax_is_numpys_first_maximum(classes: int) -> None:
+    # few distinct values: most pixels tie between several classes, and numpy's argmax
+    # returns the first of them
+    rng = np.random.default_rng(classes)
+    values = rng.integers(0, 4, size=(classes, 37, 53)).astype(np.float32)
+    values[:, 0, :] = 2.0  # a row where every class ties
+    got = first_argmax(torch.from_numpy(values))
+    assert got.dtype == torch.uint8
+    np.testing.assert_array_equal(got.numpy(), np.argmax(values, axis=0))
+    # a strided view, as the blender's strips are (the first rows of a buffer)
+    wide = torch.from_numpy(rng.random((classes, 20, 64), dtype=np.float32))
+    np.testing.assert_array_equal(first_argmax(wide[:, :7]).numpy(), wide[:, :7].numpy().argmax(0))
 
 
 def test_strips_become_cogs_equal_to_numpy_maps(tmp_path: Path) -> None:
