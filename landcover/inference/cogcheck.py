@@ -10,6 +10,7 @@ import rasterio
 import rasterio.enums
 from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
+from rasterio.windows import Window
 
 from landcover.diskerrors import free_bytes
 
@@ -20,8 +21,10 @@ def check_complete(path: str | Path) -> None:
     GDAL 3.10's COG driver with ``NUM_THREADS`` can return success from a copy whose writes
     hit a full disk (the failure stays in a worker thread): the file then ends before its
     last directory or blocks, and renamed into place it would be a broken map under a final
-    name. A COG writes the full resolution's blocks last, so it is complete when its
-    directories read and its full-resolution blocks end inside the file.
+    name. A COG writes the full resolution's blocks last, each followed by its block of the
+    mask where it has one (the probability map), so it is complete when its directories
+    read, its full-resolution blocks end inside the file and the mask of the last block
+    reads.
 
     Args:
         path: The file.
@@ -46,6 +49,10 @@ def check_complete(path: str | Path) -> None:
                         if offset is None or length is None:  # offsets cut off
                             raise RasterioError(f"block {col},{row} of band {band} unknown")
                         end = max(end, int(offset) + int(length))
+            if rasterio.enums.MaskFlags.per_dataset in ds.mask_flag_enums[0]:
+                height, width = ds.block_shapes[0]
+                last = Window((cols - 1) * width, (rows - 1) * height, width, height)
+                ds.read_masks(1, window=last.intersection(Window(0, 0, ds.width, ds.height)))
     except (RasterioError, CPLE_BaseError):
         end = max(end, size + 1)
     if end <= size:

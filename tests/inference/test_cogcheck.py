@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+import rasterio.enums
 import rasterio.shutil
 from rasterio.transform import from_origin
 
@@ -49,3 +50,43 @@ def test_a_whole_cog_passes_and_a_cut_one_does_not(
             check_complete(cut)
         assert caught.value.errno == errno.EIO  # this disk has room: not "full"
         assert f"({keep} of at least" in str(caught.value)
+
+
+def test_a_cog_cut_inside_its_last_mask_block_does_not_pass(tmp_path: Path) -> None:
+    # the probability map has a mask: each block of it follows its block of imagery, so the
+    # file ends with the last block's mask, past the end of every block of imagery
+    rng = np.random.default_rng(2)
+    src = tmp_path / "src.tif"
+    profile = {
+        "driver": "GTiff",
+        "width": 700,
+        "height": 600,
+        "count": 6,
+        "dtype": "uint8",
+        "crs": "EPSG:26918",
+        "transform": from_origin(0, 0, 1, 1),
+    }
+    mask = rng.choice(np.array([0, 255], dtype=np.uint8), size=(600, 700))  # noisy: a big block
+    with rasterio.open(src, "w", **profile) as ds:
+        ds.write(rng.integers(0, 256, (6, 600, 700), dtype=np.uint8))
+        ds.write_mask(mask)
+    path = tmp_path / "prob.tif"
+    rasterio.shutil.copy(src, path, driver="COG", COMPRESS="ZSTD", BLOCKSIZE="256")
+    check_complete(path)
+    with rasterio.open(path) as ds:
+        assert rasterio.enums.MaskFlags.per_dataset in ds.mask_flag_enums[0]
+        imagery_end = max(
+            int(ds.get_tag_item(f"BLOCK_OFFSET_{c}_{r}", "TIFF", bidx=1))
+            + int(ds.get_tag_item(f"BLOCK_SIZE_{c}_{r}", "TIFF", bidx=1))
+            for r in range(3)
+            for c in range(3)
+        )
+    data = path.read_bytes()
+    assert len(data) > imagery_end + 64  # the last mask block comes after the imagery
+    cut = tmp_path / "cut.tif"
+    keep = imagery_end + 16  # every block of imagery whole; the last mask block cut short
+    cut.write_bytes(data[:keep])
+    with pytest.raises(OSError) as caught:
+        check_complete(cut)
+    assert caught.value.errno == errno.EIO
+    assert f"({keep} of at least" in str(caught.value)
