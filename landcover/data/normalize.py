@@ -9,6 +9,7 @@ tile in memory (training, validation) and on a file read in strips (``predict``,
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -116,6 +117,16 @@ class BandSums:
             self.total[band] += int(counts @ levels)
             self.squares[band] += int(counts @ (levels * levels))
 
+    def merge(self, other: BandSums) -> None:
+        """Adds another part's sums (of other pixels of the same tile).
+
+        Args:
+            other: The part's sums.
+        """
+        self.count += other.count
+        self.total += other.total
+        self.squares += other.squares
+
     def stats(self) -> TileStats | None:
         """The statistics, or ``None`` when no pixel was valid.
 
@@ -130,22 +141,44 @@ class BandSums:
         return TileStats([float(m) for m in mean / 255.0], [float(s) for s in std])
 
 
-def array_band_stats(image: np.ndarray, nodata: np.ndarray | None) -> TileStats | None:
+def array_band_stats(
+    image: np.ndarray, nodata: np.ndarray | None, threads: int | None = None
+) -> TileStats | None:
     """A tile's band statistics from its arrays in memory.
+
+    Its strips are counted in ``threads`` threads (torch's bincount releases the GIL), and
+    their integer sums added: the same numbers in any order. Predict measures a tile before
+    its first window, so this was a serial step of every tile: 0.71 -> 0.40 s for a 6,000 x
+    7,500 NAIP tile on 2 threads.
 
     Args:
         image: ``(H, W, C)`` uint8 imagery.
         nodata: ``(H, W)`` bool no-data mask, or ``None``.
+        threads: Threads counting strips (default: torch's thread count, which predict sets
+            to its worker's share of the cores and a data-loading worker to 1).
 
     Returns:
         The statistics, or ``None`` when no pixel has data.
     """
-    sums = BandSums.empty(image.shape[-1])
-    for row in range(0, image.shape[0], STATS_ROWS):
+
+    def part(row: int) -> BandSums:
+        sums = BandSums.empty(image.shape[-1])
         sums.add(
             image[row : row + STATS_ROWS],
             None if nodata is None else nodata[row : row + STATS_ROWS],
         )
+        return sums
+
+    rows = range(0, image.shape[0], STATS_ROWS)
+    workers = min(threads or torch.get_num_threads(), len(rows))
+    sums = BandSums.empty(image.shape[-1])
+    if workers <= 1:
+        parts = map(part, rows)
+    else:
+        with ThreadPoolExecutor(workers, thread_name_prefix="landcover-stats") as pool:
+            parts = list(pool.map(part, rows))
+    for counted in parts:
+        sums.merge(counted)
     return sums.stats()
 
 

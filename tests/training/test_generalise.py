@@ -188,19 +188,23 @@ def test_training_input_augments_images_only_and_normalises_per_tile() -> None:
 # --- per-tile band standardisation --------------------------------------------------------
 
 
-def test_band_stats_of_a_file_match_those_in_memory_over_valid_pixels(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [1, 3])
+def test_band_stats_of_a_file_match_those_in_memory_over_valid_pixels(
+    tmp_path: Path, threads: int
+) -> None:
     rng = np.random.default_rng(1)
-    image = rng.integers(1, 256, (4, 700, 90)).astype(np.uint8)
+    image = rng.integers(1, 256, (4, 1300, 90)).astype(np.uint8)  # 3 strips of 512 rows
     image[:, 100:200, 10:50] = 0  # no data (nodata=0 on every band)
+    image[:, 1100:, 60:] = 0
     path = tmp_path / "t.tif"
-    profile = {"driver": "GTiff", "width": 90, "height": 700, "count": 4, "dtype": "uint8"}
+    profile = {"driver": "GTiff", "width": 90, "height": 1300, "count": 4, "dtype": "uint8"}
     with rasterio.open(path, "w", nodata=0, **profile) as dst:
         dst.write(image)
     with rasterio.open(path) as src:
         from_file = dataset_band_stats(src)
     pixels = np.moveaxis(image, 0, -1)
     nodata = (pixels == 0).all(axis=-1)
-    in_memory = array_band_stats(pixels, nodata)
+    in_memory = array_band_stats(pixels, nodata, threads)  # strips counted in threads
     assert from_file == in_memory
     valid = pixels[~nodata].astype(np.float64) / 255
     np.testing.assert_allclose(in_memory.mean, valid.mean(0), rtol=1e-12)
