@@ -39,6 +39,7 @@ PARTS = (
     "quality",
     "augment",
     "blend",
+    "publish",
     "feed",
     "gil",
     "shifted",

@@ -54,6 +54,11 @@ PROB_COMPRESSION = {
 CLASS_COMPRESSION = {"COMPRESS": "DEFLATE"}
 """COG creation options of the class map."""
 
+SCRATCH_READ_OPTIONS = {"GTIFF_DIRECT_IO": "YES"}
+"""GDAL options while a COG is made from the uncompressed scratch maps: their blocks are read
+straight into GDAL's buffer, not through its block cache (the same bytes, a shorter serial
+copy: ``benchmarks/publish_bench.py``)."""
+
 
 @contextmanager
 def write_errors(label: str, folder: Path | None = None) -> Iterator[None]:
@@ -314,7 +319,7 @@ def publish_cog(
     """
     tmp = make_temp_beside(dst)
     try:
-        with write_errors(str(dst), dst.parent):
+        with write_errors(str(dst), dst.parent), rasterio.Env(**SCRATCH_READ_OPTIONS):
             rasterio.shutil.copy(
                 src,
                 tmp,
