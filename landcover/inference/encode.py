@@ -49,10 +49,11 @@ def first_argmax(probs: torch.Tensor) -> torch.Tensor:
     """
     best = probs[0].clone()
     index = torch.zeros(best.shape, dtype=torch.uint8, device=probs.device)
-    larger = torch.empty(best.shape, dtype=torch.uint8, device=probs.device)
+    larger = torch.empty(best.shape, dtype=torch.bool, device=probs.device)
+    scaled = larger.view(torch.uint8)  # the comparison's bytes, 0 or 1, as numbers
     for k in range(1, probs.shape[0]):
-        torch.gt(probs[k], best, out=larger)  # 1 where class k beats the best so far
-        torch.maximum(index, larger.mul_(k), out=index)
+        torch.gt(probs[k], best, out=larger)  # where class k beats the best so far
+        torch.maximum(index, scaled.mul_(k), out=index)
         torch.maximum(best, probs[k], out=best)
     return index
 
