@@ -37,7 +37,7 @@ from affine import Affine
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, write_results
 
-from landcover.classes import resolve_mapping
+from landcover.classes import ClassMapping, resolve_mapping
 from landcover.inference import writers
 from landcover.inference.encode import EncodedStrip, encode_probs
 
@@ -62,10 +62,9 @@ def _strips(height: int, width: int, classes: int) -> list[EncodedStrip]:
 
 
 def publish_once(
-    source: Path, strips: list[EncodedStrip], folder: Path, direct: bool
+    source: Path, mapping: ClassMapping, strips: list[EncodedStrip], folder: Path, direct: bool
 ) -> tuple[float, str]:
     """Writes the strips and publishes them; the publish's seconds and the COGs' digest."""
-    mapping = resolve_mapping("chesapeake7")
     scratch = Path(tempfile.mkdtemp(dir=folder))
     out = Path(tempfile.mkdtemp(dir=folder))
     kept = writers.SCRATCH_READ_OPTIONS
@@ -124,7 +123,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
                 digests = set()
                 for _ in range(rounds):
                     for direct in (False, True):  # alternately
-                        seconds, digest = publish_once(source, strips, folder, direct)
+                        seconds, digest = publish_once(source, mapping, strips, folder, direct)
                         spent[direct].append(seconds)
                         digests.add(digest)
                 if len(digests) != 1:

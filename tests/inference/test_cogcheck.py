@@ -15,7 +15,9 @@ from rasterio.transform import from_origin
 from landcover.inference.cogcheck import check_complete
 
 
-def _cog(folder: Path, bands: int, interleave: str) -> Path:
+def _cog(
+    folder: Path, bands: int, interleave: str, masked: bool = False, compress: str = "DEFLATE"
+) -> Path:
     rng = np.random.default_rng(1)
     src = folder / "src.tif"
     profile = {
@@ -29,9 +31,11 @@ def _cog(folder: Path, bands: int, interleave: str) -> Path:
     }
     with rasterio.open(src, "w", **profile) as ds:
         ds.write(rng.integers(0, 256, (bands, 600, 700), dtype=np.uint8))
-    dst = folder / f"cog-{bands}-{interleave}.tif"
+        if masked:  # noisy, as no map's is: a large last mask block
+            ds.write_mask(rng.choice(np.array([0, 255], dtype=np.uint8), size=(600, 700)))
+    dst = folder / f"cog-{bands}-{interleave}-{compress}{'-masked' if masked else ''}.tif"
     rasterio.shutil.copy(
-        src, dst, driver="COG", COMPRESS="DEFLATE", BLOCKSIZE="256", INTERLEAVE=interleave
+        src, dst, driver="COG", COMPRESS=compress, BLOCKSIZE="256", INTERLEAVE=interleave
     )
     return dst
 
@@ -55,23 +59,7 @@ def test_a_whole_cog_passes_and_a_cut_one_does_not(
 def test_a_cog_cut_inside_its_last_mask_block_does_not_pass(tmp_path: Path) -> None:
     # the probability map has a mask: each block of it follows its block of imagery, so the
     # file ends with the last block's mask, past the end of every block of imagery
-    rng = np.random.default_rng(2)
-    src = tmp_path / "src.tif"
-    profile = {
-        "driver": "GTiff",
-        "width": 700,
-        "height": 600,
-        "count": 6,
-        "dtype": "uint8",
-        "crs": "EPSG:26918",
-        "transform": from_origin(0, 0, 1, 1),
-    }
-    mask = rng.choice(np.array([0, 255], dtype=np.uint8), size=(600, 700))  # noisy: a big block
-    with rasterio.open(src, "w", **profile) as ds:
-        ds.write(rng.integers(0, 256, (6, 600, 700), dtype=np.uint8))
-        ds.write_mask(mask)
-    path = tmp_path / "prob.tif"
-    rasterio.shutil.copy(src, path, driver="COG", COMPRESS="ZSTD", BLOCKSIZE="256")
+    path = _cog(tmp_path, 6, "PIXEL", masked=True, compress="ZSTD")
     check_complete(path)
     with rasterio.open(path) as ds:
         assert rasterio.enums.MaskFlags.per_dataset in ds.mask_flag_enums[0]
