@@ -38,8 +38,8 @@ def first_argmax(probs: torch.Tensor) -> torch.Tensor:
     On the CPU, ``argmax`` over the outer dimension of a ``(K, h, W)`` tensor is over 10x
     slower than these ``K`` element-wise passes. Class ``k`` takes a pixel where it beats the
     best so far and every earlier index is below ``k``, so the index becomes ``max(index, k *
-    [p_k > best])``: 2.4x faster than setting it with ``masked_fill_`` (1.9x on 2 threads,
-    ``benchmarks/blend_bench.py``). Both return the first index of a tie.
+    [p_k > best])``: at least 2.4x faster than setting it with ``masked_fill_`` (1.9x on 2
+    threads; ``benchmarks/blend_bench.py``). Both return the first index of a tie.
 
     Args:
         probs: ``(K, h, W)`` finite values, ``K <= 255``.
