@@ -6,6 +6,7 @@ import sys
 from typing import Annotated, Any
 
 import typer
+from typer.core import TyperGroup
 
 from landcover import redaction
 from landcover.commands.cluster import cluster_app
@@ -24,7 +25,35 @@ from landcover.commands.options import (
 from landcover.errors import LandcoverError
 from landcover.registry import engine_help
 
+
+class RedactingGroup(TyperGroup):
+    """The command group, whose usage errors are redacted before they are laid out.
+
+    A usage error quotes what was typed (``Got unexpected extra argument (URL)``), and the
+    error panel wraps it to the terminal's width: a signature cut in two by a line break is no
+    longer a ``sig=`` value to the redacting streams. So the message is redacted here, whole,
+    for every command and subcommand (their errors rise through this group).
+    """
+
+    def make_context(self, *args: Any, **kwargs: Any) -> typer.Context:
+        """The group's own, with a usage error's message redacted (see the class)."""
+        try:
+            return super().make_context(*args, **kwargs)
+        except typer.TyperException as exc:
+            exc.message = redaction.redact(exc.message)
+            raise
+
+    def invoke(self, ctx: typer.Context) -> Any:
+        """The group's own, with a usage error's message redacted (see the class)."""
+        try:
+            return super().invoke(ctx)
+        except typer.TyperException as exc:
+            exc.message = redaction.redact(exc.message)
+            raise
+
+
 app = typer.Typer(
+    cls=RedactingGroup,
     help="Train U-Net land-cover models on NAIP imagery and turn them into maps.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
+from landcover import redaction
+
 log = logging.getLogger("landcover")
 
 BAR_REFRESH_S = 0.5
@@ -93,7 +95,7 @@ class ProgressReporter:
             from rich import progress as rp
             from rich.console import Console
 
-            columns: list[Any] = [rp.TextColumn(self.label), rp.BarColumn()]
+            columns: list[Any] = [rp.TextColumn(redaction.redact(self.label)), rp.BarColumn()]
             if self.bytes_bar:
                 columns += [rp.DownloadColumn(), rp.TransferSpeedColumn()]
             else:
@@ -104,6 +106,10 @@ class ProgressReporter:
             console = Console(stderr=True) if self.stderr else None
             self._bar = rp.Progress(*columns, console=console, transient=True)
             self._bar.start()
+            # the live bar now holds stdout and stderr in proxies that wrap each line to the
+            # terminal's width: redact lines whole before that (a wrapped signature is no
+            # longer one for the redacting streams below); the bar's stop puts ours back
+            redaction.install()
             self._task = self._bar.add_task(self.label, total=self.total, info="")
         return self
 
@@ -153,7 +159,7 @@ class ProgressReporter:
             return
         self._last = time.perf_counter()
         if self._bar is not None:
-            self._bar.update(self._task, completed=completed, info=info)
+            self._bar.update(self._task, completed=completed, info=redaction.redact(info))
         else:
             self.emit(line if line is not None else f"{self.label} {info}")
 

@@ -4,8 +4,12 @@ A secret must never reach the console, a log file, a run folder, a record, a job
 checkpoint. Everything text-shaped we emit passes through :func:`redact`:
 
 - the ``landcover`` log handlers format through :class:`RedactingFormatter`;
-- each process's ``sys.stdout`` and ``sys.stderr`` are wrapped by :func:`install` (the CLI, every
-  worker), so tracebacks, warnings, progress bars and other libraries' lines are covered too;
+- each process's ``sys.stdout`` and ``sys.stderr`` (and their binary ``buffer``) are wrapped by
+  :func:`install` (the CLI, every worker), so tracebacks, warnings, progress bars and other
+  libraries' lines are covered too; text that rich or click lays out to the terminal's width
+  first (a usage error's panel, a line printed under a live progress bar) is redacted whole
+  before that, where it is made (``landcover.cli``, ``landcover.progress``), since a secret cut
+  by a line break no longer matches;
 - the CLI's one-line error, the workers' error files, the text records (``config.yaml``,
   ``summary.json``, STAC items, ``metrics.json``, ``job.yml``, manifests, ...) and the
   configuration stored in a checkpoint.
@@ -17,7 +21,8 @@ What counts as a secret:
   ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_CLIENT_SECRET``, wherever
   it appears, also percent-encoded;
 - shared-access-signature fields in a URL query (``sig``, ``se``, ``sp``, ``sv``, ``st``, ...)
-  and ``sig=`` anywhere;
+  and ``sig=`` anywhere, also with ``?``, ``&`` and ``=`` percent-encoded;
+- the password in a URL's user part (``https://user:password@host``, an MLflow tracking URI);
 - connection-string parts (``AccountKey=``, ``SharedAccessSignature=``, ``SharedAccessKey=``);
 - bearer tokens (``Bearer ...``, ``Authorization: ...``), JSON web tokens, and 88-character
   base64 storage account keys;
@@ -55,11 +60,16 @@ _SAS_FIELDS = (
 )
 # a query value: up to the next field, quote, bracket or space (a colon ending a phrase is prose)
 _QUERY_VALUE = r"(?:[^&\s'\"#<>;,:)\]}]|:(?![\s'\"]|$))+"
+# ? & = also percent-encoded, once or twice (a whole URL quoted into a path or another URL's
+# query); a value after an encoded = runs to the next real separator, over encoded ones
+_QMARK, _AMP, _EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3D)"
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # a SAS field in a URL query (after ? or &, also percent-encoded &)
-    (re.compile(rf"((?:[?&]|%26)(?:{_SAS_FIELDS})=){_QUERY_VALUE}", re.I), r"\1"),
+    # a SAS field in a URL query (after ? or &)
+    (re.compile(rf"((?:{_QMARK}|{_AMP})(?:{_SAS_FIELDS}){_EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
     # a signature anywhere
-    (re.compile(rf"(\bsig=){_QUERY_VALUE}", re.I), r"\1"),
+    (re.compile(rf"(\bsig{_EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
+    # a password in a URL's user part (https://user:password@host)
+    (re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*:)[^@\s/'\"]+(?=@)", re.I), r"\1"),
     # connection-string parts
     (
         re.compile(
@@ -183,6 +193,41 @@ def redact_tree(tree: T, env: Mapping[str, str] | None = None) -> T:
     return tree
 
 
+class RedactingBuffer(io.RawIOBase):
+    """The binary side of a :class:`RedactingStream`: bytes are redacted as text, then passed on.
+
+    Click writes to ``sys.stdout.buffer`` itself where the stream's encoding is ASCII
+    (``PYTHONIOENCODING=ascii``, a C locale), so that side is wrapped too.
+
+    Args:
+        buffer: The binary stream written to (the wrapped text stream's ``buffer``).
+        encoding: The text stream's encoding; bytes it cannot decode pass through unchanged.
+    """
+
+    def __init__(self, buffer: Any, encoding: str) -> None:
+        super().__init__()
+        self._buffer = buffer
+        self._encoding = encoding
+
+    def write(self, data: Any) -> int:  # noqa: D102 - io.RawIOBase's
+        raw = bytes(data)
+        text = raw.decode(self._encoding, "surrogateescape")
+        self._buffer.write(redact(text).encode(self._encoding, "surrogateescape"))
+        return len(raw)
+
+    def flush(self) -> None:  # noqa: D102 - io.RawIOBase's
+        self._buffer.flush()
+
+    def fileno(self) -> int:  # noqa: D102 - io.RawIOBase's
+        return self._buffer.fileno()
+
+    def isatty(self) -> bool:  # noqa: D102 - io.RawIOBase's
+        return self._buffer.isatty()
+
+    def writable(self) -> bool:  # noqa: D102 - io.RawIOBase's
+        return True
+
+
 class RedactingStream(io.TextIOBase):
     """A text stream that redacts every write before passing it on.
 
@@ -193,6 +238,15 @@ class RedactingStream(io.TextIOBase):
     def __init__(self, stream: TextIO) -> None:
         super().__init__()
         self._stream = stream
+        raw = getattr(stream, "buffer", None)
+        self._buffer = None if raw is None else RedactingBuffer(raw, self.encoding)
+
+    @property
+    def buffer(self) -> RedactingBuffer:
+        """The binary side, redacted as well (AttributeError where the stream has none)."""
+        if self._buffer is None:
+            raise AttributeError("buffer")
+        return self._buffer
 
     @property
     def wrapped(self) -> TextIO:

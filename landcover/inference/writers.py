@@ -40,6 +40,7 @@ from landcover.gdalnoise import quiet_gdal
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.encode import EncodedStrip
 from landcover.inference.overviews import OverviewPyramid
+from landcover.redaction import redact_tree
 from landcover.threads import gdal_threads
 
 CLASS_NODATA = 255
@@ -165,7 +166,7 @@ class MapWriter:
         scratch: A scratch folder for the uncompressed intermediates.
         prob_dtype: ``uint8`` (probability x 255) or ``float32``; ``None``: the class map
             alone (``--no-probs``), and strips carry no probabilities.
-        tags: Extra metadata written into the maps.
+        tags: Extra metadata written into the maps (redacted: :mod:`landcover.redaction`).
         label: Names the maps in error messages (default: the scratch folder).
     """
 
@@ -196,7 +197,7 @@ class MapWriter:
             "CLASS_NAMES": json.dumps(names),
             "CLASS_COLORS": json.dumps([c.color for c in mapping.classes]),
             "CLASS_SCHEME": mapping.name,
-            **(tags or {}),
+            **redact_tree(tags or {}),  # a source path or option that names a credential
         }
         self.class_path = scratch / "class.tif"
         self.prob_path: Path | None = None if prob_dtype is None else scratch / "prob.tif"

@@ -29,8 +29,13 @@ LOCAL_PROTOCOLS = ("file", "local")
 SUPPORTED = "a path, file://, az://container/path, abfs[s]://container/path or memory://"
 
 _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
-# a query with shared-access-signature fields (a '?' alone is a glob wildcard)
-_SAS_QUERY = re.compile(r"\?(?:[^/]*&)?(?:sig|sv|se|sp|st|spr|srt|ss|sr|skoid|sktid)=", re.I)
+# a query with shared-access-signature fields (a '?' alone is a glob wildcard); its ?, & and =
+# also percent-encoded (once or twice), as a URL quoted into a path carries them
+_SAS_QUERY = re.compile(
+    r"(?:\?|%(?:25)?3F)(?:[^/]*?(?:&|%(?:25)?26))?"
+    r"(?:sig|sv|se|sp|st|spr|srt|ss|sr|skoid|sktid)(?:=|%(?:25)?3D)",
+    re.I,
+)
 _HTTPS_BLOB = re.compile(r"^https?://([a-z0-9]{3,24})\.(?:blob|dfs)\.core\.", re.I)
 _ACCOUNT_HOST = re.compile(
     r"^(?P<account>[a-z0-9]{3,24})\.(?:dfs|blob)\.core\.(?:windows\.net|chinacloudapi\.cn|"

@@ -386,3 +386,122 @@ def test_printed_lines_of_a_worker_are_redacted(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "worker says ?sig=***" in result.stdout
     assert URL_SIG not in result.stdout + result.stderr
+
+
+# --- text laid out by rich or click before it reaches the streams -------------------------------
+
+
+def _pieces(secret: str, size: int = 8) -> list[str]:
+    """Every run of ``size`` characters of a secret: a wrapped line prints one piece of it."""
+    return [secret[i : i + size] for i in range(len(secret) - size + 1)]
+
+
+def _in_a_terminal(code: str, columns: int = 80) -> str:
+    """Runs Python code with its stdout and stderr on a pseudo-terminal; returns what it showed."""
+    import os
+    import pty
+
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": str(columns), "TERM": "xterm"}
+    process = subprocess.Popen(
+        [sys.executable, "-c", code], stdout=follower, stderr=follower, cwd=REPO, env=env
+    )
+    os.close(follower)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(leader, 65536)
+        except OSError:  # the terminal closes when the process ends
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(leader)
+    assert process.wait(timeout=120) == 0, shown.decode(errors="replace")
+    return shown.decode(errors="replace")
+
+
+def test_a_line_printed_under_a_progress_bar_is_redacted_before_the_bar_wraps_it() -> None:
+    """While a rich bar is live it takes over stdout and stderr and wraps each printed line to
+    the terminal's width: the line must be redacted whole, before that."""
+    secret = "BARWRAPSECRET0123456789abcdefghij"
+    # on its own line (too long for the first) the URL folds every 80 columns, and the
+    # signature (columns 147 to 180) across the second fold
+    url = "az://container/" + "folder/" * 15 + f"tile.tif?sv=2024-01-01&sig={secret}"
+    code = (
+        "import sys\n"
+        "from landcover import redaction\n"
+        "from landcover.progress import ProgressReporter\n"
+        "redaction.install()\n"
+        "with ProgressReporter('tiles', 3, every_s=1.0, stderr=True) as bar:\n"
+        "    assert bar.on_terminal\n"
+        f"    print('could not read {url}', file=sys.stderr)\n"
+        f"    print('stdout too: {url}')\n"
+        "    bar.show(1, 'info ?sig=" + secret + "')\n"
+    )
+    shown = _in_a_terminal(code)
+    assert "could not read" in shown and "stdout too" in shown and "tile.tif" in shown
+    for piece in _pieces(secret):
+        assert piece not in shown, shown
+
+
+def test_a_usage_error_is_redacted_before_its_panel_wraps_it(tmp_path: Path) -> None:
+    """A usage error quotes what was typed, laid out in a panel the terminal's width."""
+    secret = "PANELWRAPSECRET" + "0123456789abcdefghij" * 10  # longer than a panel is wide
+    url = f"az://maps/tiles/m_3807537_ne_18_060_naip.tif?se=2030&sig={secret}"
+    texts = []
+    for args in (["evaluate", "--checkpoint", "x.pt", "--data", str(tmp_path), url], [url]):
+        result = run_cli(*args)
+        assert result.returncode == 2, result.stderr
+        assert "Traceback" not in result.stderr
+        texts.append(result.stdout + result.stderr)
+    assert "unexpected extra argument" in texts[0] and "No such command" in texts[1]
+    for piece in _pieces(secret):
+        for text in texts:
+            assert piece not in text, text
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "utf-8"])
+def test_echoed_lines_are_redacted_whatever_the_streams_encoding(
+    encoding: str, tmp_path: Path
+) -> None:
+    """click writes to the binary stream under an ASCII encoding: that side is redacted too."""
+    import os
+
+    secret = "ECHOSECRET0123456789"
+    out = tmp_path / f"synth?sv=1&sig={secret}"
+    result = run_cli(
+        "data", "synth", "--tiles", "1", "--size", "32", str(out),
+        env={**os.environ, "PYTHONIOENCODING": encoding},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "wrote 1 tile pairs" in result.stdout
+    assert secret not in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize(
+    ("text", "secret"),
+    [
+        ("az://maps/t.tif%3Fsv%3D2020-08-04%26sig%3DENCODEDSIG1: file not found", "ENCODEDSIG1"),
+        ("az://maps/tiles%3Fsv%3D1%26se%3DENCODEDSE2 x", "ENCODEDSE2"),
+        ("x?sv=1&sig%3DHALFENCODED3 y", "HALFENCODED3"),
+        ("a%253Fsig%253DTWICEENCODED4", "TWICEENCODED4"),
+        ("cannot log to http://alice:URLPASSWORD5@127.0.0.1:9/: refused", "URLPASSWORD5"),
+    ],
+)
+def test_redact_removes_encoded_signatures_and_url_passwords(text: str, secret: str) -> None:
+    cleaned = redact(text, env={})
+    assert secret not in cleaned and "***" in cleaned
+
+
+def test_a_blob_url_with_an_encoded_signature_is_refused(tmp_path: Path) -> None:
+    """``?``, ``&`` and ``=`` percent-encoded still make a signature in a blob URL: refused,
+    redacted, before anything is read."""
+    secret = "REFUSEDENCODED0123"
+    url = f"az://maps/tiles/t_naip.tif%3Fsv%3D2020-08-04%26sig%3D{secret}"
+    result = run_cli("data", "stats", url, "--out", str(tmp_path / "stats.yaml"))
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "shared access signature" in errors[0], result.stderr
+    assert secret not in result.stdout + result.stderr
+    assert not list(tmp_path.iterdir())

@@ -114,6 +114,27 @@ def test_no_probs_writes_the_class_map_alone(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.glob("*.tif")) == ["class.tif", "in.tif"]
 
 
+def test_tags_naming_a_credential_are_written_redacted(tmp_path: Path) -> None:
+    """A tag (the source image's path, a user's tag) that carries a signature is written
+    redacted into both maps; the rest of its text stays."""
+    mapping = resolve_mapping("chesapeake7")
+    secret = "TAGSECRET0123456789"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with rasterio.open(_source(tmp_path / "in.tif")) as src:
+        tags = {"SOURCE_IMAGE": f"tiles/t.tif?sv=2024-01-01&sig={secret}", "RUN": "r1"}
+        writer = MapWriter(src, mapping, scratch, "uint8", tags=tags)
+        probs = torch.full((mapping.num_classes, HEIGHT, WIDTH), 1.0 / mapping.num_classes)
+        classes, stored = encode_probs(probs, "uint8")
+        writer.write(EncodedStrip(0, classes, stored, np.ones((HEIGHT, WIDTH), dtype=bool)))
+        writer.publish(tmp_path / "class.tif", tmp_path / "prob.tif")
+    for name in ("class.tif", "prob.tif"):
+        assert secret.encode() not in (tmp_path / name).read_bytes()
+        with rasterio.open(tmp_path / name) as ds:
+            assert ds.tags()["SOURCE_IMAGE"].startswith("tiles/t.tif?sv=")
+            assert ds.tags()["RUN"] == "r1"
+
+
 def _assert_nearest_overviews(path: Path, classes: np.ndarray, mapping) -> None:
     """The class COG's overviews: level k's pixel (i, j) is the map's (i * 2**k, j * 2**k)
     (the top-left of each block, as GDAL's NEAREST where sizes halve evenly); the colour
