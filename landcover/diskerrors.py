@@ -26,6 +26,7 @@ CAUSES: dict[int, str] = {
     errno.EPERM: "permission denied",
     errno.ENOSPC: "no space left on device",
     errno.EDQUOT: "disk quota exceeded",
+    errno.ENOTDIR: "a folder on its path is a file",
 }
 """The causes we explain, by ``errno``."""
 
@@ -34,6 +35,7 @@ _MESSAGES: dict[str, int] = {
     "disk quota exceeded": errno.EDQUOT,
     "read-only file system": errno.EROFS,
     "permission denied": errno.EACCES,
+    "not a directory": errno.ENOTDIR,
 }
 """Causes named only in a message's text (GDAL's errors carry no ``errno``)."""
 

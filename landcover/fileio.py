@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 from landcover.redaction import redact
@@ -65,6 +66,41 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def atomic_write_set(folder: str | Path, files: Mapping[str, bytes]) -> None:
+    """Writes several files into a folder as one set: all new, or (on failure) all as before.
+
+    Every file goes to a hidden temporary name first, flushed to disk; only when all are
+    written are they renamed into place (renames need no room). Outputs that describe one
+    result together (metrics and the confusion matrix beside them) never mix two runs.
+
+    Args:
+        folder: The destination folder (created if needed).
+        files: File names in ``folder`` and their contents.
+
+    Raises:
+        OutputError: If the folder is read-only, not writable or full (no file of the set
+            is replaced, no temporary is left).
+    """
+    from landcover.diskerrors import output_errors
+
+    folder = Path(folder)
+    staged: list[tuple[Path, Path]] = []
+    try:
+        for name, data in files.items():
+            path = folder / name
+            tmp = make_temp_beside(path)
+            staged.append((tmp, path))
+            with output_errors(folder, len(data)), open(tmp, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    finally:
+        for tmp, _ in staged:
+            tmp.unlink(missing_ok=True)
 
 
 def atomic_write_text(path: str | Path, text: str) -> None:

@@ -126,7 +126,7 @@ def _one_worker_train(args: tuple[str, ...]) -> bool:
     for path in (args[i + 1] for i, a in enumerate(args[:-1]) if a == "--config"):
         try:
             run = yaml.safe_load(Path(path).read_text()).get("run")
-        except (OSError, yaml.YAMLError, AttributeError):
+        except (OSError, UnicodeDecodeError, RuntimeError, yaml.YAMLError, AttributeError):
             continue
         if isinstance(run, dict) and layout & set(run):
             return False

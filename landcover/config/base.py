@@ -14,13 +14,13 @@ SectionT = TypeVar("SectionT", bound="Section")
 
 
 class Section(BaseModel):
-    """A configuration model: unknown keys refused.
+    """A configuration model: unknown keys and non-finite numbers (inf, nan) refused.
 
     A loaded configuration is not changed afterwards: values settled when training starts
     (measured statistics, the worker count) make a new configuration (:meth:`replace`).
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     def replace(self: SectionT, **changes: Any) -> SectionT:
         """A copy with some keys changed, validated like a loaded one; this one is unchanged.

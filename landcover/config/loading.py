@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from landcover.config.root import Config
 from landcover.config.run import RunConfig
-from landcover.errors import ConfigError
+from landcover.errors import ConfigError, first_line
 
 
 def _format_validation_error(err: ValidationError, source: str) -> str:
@@ -76,7 +76,7 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
         loaded = yaml.safe_load(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{path}: a config file must be a YAML mapping")
@@ -118,7 +118,10 @@ def read_config_tree(path: str | Path) -> ConfigTree:
 
 
 def _merge_includes(path: Path, chain: tuple[Path, ...], what: str, seen: list[Path]) -> dict:
-    resolved = path.resolve()
+    try:
+        resolved = path.resolve()
+    except (OSError, RuntimeError) as exc:  # a symbolic link loop (RuntimeError before 3.13)
+        raise ConfigError(f"{path}: cannot be read ({first_line(exc)})") from None
     if resolved in chain:
         cycle = " -> ".join(str(p) for p in (*chain, resolved))
         raise ConfigError(f"{path}: include cycle ({cycle})")

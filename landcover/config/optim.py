@@ -80,7 +80,7 @@ class OptimConfig(Section):
 
     Attributes:
         optimizer: ``adamw``, ``adam`` or ``sgd``.
-        lr: Learning rate at a global batch of ``ref_batch`` samples.
+        lr: Learning rate at a global batch of ``ref_batch`` samples (above 0, at most 100).
         ref_batch: Global batch size at which ``lr`` applies.
         lr_scaling: How the peak rate follows the global batch: ``linear``
             (``lr x global_batch / ref_batch``, Goyal et al. 2017, for SGD), ``sqrt``
@@ -111,7 +111,7 @@ class OptimConfig(Section):
     """
 
     optimizer: Literal["adamw", "adam", "sgd"] = "adamw"
-    lr: float = Field(1e-3, gt=0.0)
+    lr: float = Field(1e-3, gt=0.0, le=100.0)
     ref_batch: int = Field(16, ge=1)
     lr_scaling: LrScaling = "sqrt"  # replaced by the optimizer's rule when unset or "auto"
     weight_decay: float = Field(1e-4, ge=0.0)

@@ -70,16 +70,15 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
     Raises:
         DataError: If the manifest is missing, malformed, or lists no pairs.
     """
-    if not storage.is_file(path):
-        raise DataError(f"{path}: manifest not found")
+    text = read_text(path, "manifest")
     rows: list[tuple[TilePair, str | None]] = []
     folder = path.rsplit("/", 1)[0] if "/" in path else "."
-    with io.StringIO(storage.read_bytes(path).decode()) as handle:
+    with io.StringIO(text) as handle:
         reader = csv.DictReader(handle)
         if not reader.fieldnames or not {"image", "label"} <= set(reader.fieldnames):
             raise DataError(f"{path}: manifest needs the columns image,label[,split]")
         for line, row in enumerate(reader, start=2):
-            image, label = row["image"].strip(), row["label"].strip()
+            image, label = (row["image"] or "").strip(), (row["label"] or "").strip()
             if not image or not label:
                 raise DataError(f"{path}: line {line} has an empty image or label")
             split = (row.get("split") or "").strip() or None
@@ -94,6 +93,27 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
     if not rows:
         raise DataError(f"{path}: manifest lists no pairs")
     return rows
+
+
+def read_text(path: str, what: str) -> str:
+    """A list file or manifest's text (UTF-8, a byte-order mark allowed).
+
+    Args:
+        path: The file (local path or URL).
+        what: What it is, for the message (``manifest``, ``list file``).
+
+    Returns:
+        Its text.
+
+    Raises:
+        DataError: If it is missing or not UTF-8 text.
+    """
+    if not storage.is_file(path):
+        raise DataError(f"{path}: {what} not found")
+    try:
+        return storage.read_bytes(path).decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path}: {what} is not UTF-8 text (byte {exc.start})") from None
 
 
 def resolve_entry(folder: str, path: str) -> str:

@@ -7,8 +7,6 @@ No-data (ignored label codes and image no-data) is excluded.
 
 from __future__ import annotations
 
-import csv
-import io
 import json
 import logging
 import tempfile
@@ -31,6 +29,7 @@ from landcover.data.pairs import TilePair
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
+from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.options import check_bands
@@ -43,6 +42,7 @@ from landcover.inference.resolution import (
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.writers import CLASS_NODATA
 from landcover.metrics import confusion_matrix, metrics_from_confusion
+from landcover.redaction import redact
 
 log = logging.getLogger("landcover")
 
@@ -134,12 +134,17 @@ def _warn_if_empty(pair: TilePair, image_valid: int, scored: int) -> None:
         )
 
 
-def _rows_reader(ds: Any) -> Any:
-    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8."""
+def _rows_reader(ds: Any, name: str) -> Any:
+    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8 (a failed read: DataError)."""
 
     def read_rows(a: int, b: int) -> np.ndarray:
         window = Window(0, a, ds.width, b - a)
-        return np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+        try:
+            return np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+        except RasterioError as exc:
+            raise DataError(
+                f"{name}: corrupt or truncated GeoTIFF, rows {a}-{b} ({read_error(exc)})"
+            ) from None
 
     return read_rows
 
@@ -149,7 +154,7 @@ def _class_strips(
 ) -> Iterator[tuple[int, np.ndarray]]:
     """Yields ``(row, classes)`` strips of a dataset predicted on its own grid."""
     predictor.prepare = dataset_normalizer(im, ds, name)
-    for row, probs in predictor.iter_strips(_rows_reader(ds), ds.height, ds.width):
+    for row, probs in predictor.iter_strips(_rows_reader(ds, name), ds.height, ds.width):
         yield row, first_argmax(probs).numpy()
 
 
@@ -189,64 +194,6 @@ def _resampled_class_strips(
                 for row in range(0, img.height, BACK_ROWS):
                     window = Window(0, row, img.width, min(BACK_ROWS, img.height - row))
                     yield row, cls_back.read(1, window=window)
-
-
-def write_confusion_csv(confusion: np.ndarray, names: list[str], path: str) -> None:
-    """Writes the confusion matrix as CSV (rows true, columns predicted, pixel counts).
-
-    Args:
-        confusion: ``(K, K)`` counts.
-        names: Class names.
-        path: Destination path or URL (written atomically).
-    """
-    buffer = io.StringIO()
-    writer = csv.writer(buffer)
-    writer.writerow(["true \\ predicted", *names])
-    for name, row in zip(names, confusion, strict=True):
-        writer.writerow([name, *(int(v) for v in row)])
-    storage.write_text(path, buffer.getvalue())
-
-
-def plot_confusion(confusion: np.ndarray, names: list[str], path: str) -> None:
-    """Writes a row-normalised confusion matrix heat map labelled with class names.
-
-    Args:
-        confusion: ``(K, K)`` counts.
-        names: Class names.
-        path: Destination PNG path or URL (written atomically).
-    """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    rows = confusion.sum(axis=1, keepdims=True)
-    norm = np.divide(confusion, rows, out=np.zeros(confusion.shape), where=rows > 0)
-    k = len(names)
-    fig, ax = plt.subplots(figsize=(1.2 * k + 3, 1.1 * k + 2))
-    im = ax.imshow(norm, cmap="Blues", vmin=0, vmax=1)
-    ax.set_xticks(range(k), names, rotation=45, ha="right")
-    ax.set_yticks(range(k), names)
-    ax.set_xlabel("predicted")
-    ax.set_ylabel("true")
-    ax.set_title("Confusion matrix (row-normalised)")
-    for i in range(k):
-        for j in range(k):
-            ax.text(
-                j,
-                i,
-                f"{norm[i, j]:.2f}",
-                ha="center",
-                va="center",
-                color="white" if norm[i, j] > 0.5 else "black",
-                fontsize=8,
-            )
-    fig.colorbar(im, ax=ax, fraction=0.046)
-    fig.tight_layout()
-    buffer = io.BytesIO()
-    fig.savefig(buffer, format="png", dpi=100)
-    plt.close(fig)
-    storage.write_bytes(path, buffer.getvalue())
 
 
 def evaluate_pairs(
@@ -315,9 +262,15 @@ def evaluate_pairs(
             "seconds": time.perf_counter() - start,
         }
     )
-    storage.write_text(storage.join(out, "metrics.json"), json.dumps(metrics, indent=2))
-    write_confusion_csv(total, mapping.names, storage.join(out, "confusion.csv"))
-    plot_confusion(total, mapping.names, storage.join(out, "confusion.png"))
+    # one set: a full disk leaves the last run's three files, not a mix of two runs
+    storage.write_set(
+        out,
+        {
+            "metrics.json": redact(json.dumps(metrics, indent=2)).encode(),
+            "confusion.csv": redact(confusion_csv(total, mapping.names)).encode(),
+            "confusion.png": confusion_png(total, mapping.names),
+        },
+    )
     return metrics
 
 

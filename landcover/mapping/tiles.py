@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from landcover import storage
-from landcover.data.pairs import resolve_entry
+from landcover.data.pairs import read_text, resolve_entry
 from landcover.data.raster import open_raster
 from landcover.errors import DataError, LandcoverError
 from landcover.storage.urls import protocol
@@ -96,11 +96,10 @@ def _folder_of(path: str) -> str:
 
 
 def _from_list(path: str) -> list[str]:
-    if not storage.is_file(path):
-        raise DataError(f"{path}: list file not found")
+    text = read_text(path, "list file")
     folder = _folder_of(path)
     tiles = []
-    for line in storage.read_bytes(path).decode().splitlines():
+    for line in text.splitlines():
         entry = line.strip()
         if entry and not entry.startswith("#"):
             tiles.append(resolve_entry(folder, entry))
@@ -110,10 +109,9 @@ def _from_list(path: str) -> list[str]:
 
 
 def _from_manifest(path: str) -> list[str]:
-    if not storage.is_file(path):
-        raise DataError(f"{path}: manifest not found")
+    text = read_text(path, "manifest")
     folder = _folder_of(path)
-    reader = csv.DictReader(io.StringIO(storage.read_bytes(path).decode()))
+    reader = csv.DictReader(io.StringIO(text))
     if not reader.fieldnames or "image" not in reader.fieldnames:
         raise DataError(f"{path}: manifest needs an image column")
     tiles = []

@@ -29,6 +29,7 @@ from landcover.storage.io import (
     remove,
     stat,
     write_bytes,
+    write_set,
     write_text,
 )
 from landcover.storage.retry import RetryPolicy, default_policy
@@ -65,5 +66,6 @@ __all__ = [
     "stat",
     "upload_file",
     "write_bytes",
+    "write_set",
     "write_text",
 ]

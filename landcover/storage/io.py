@@ -20,14 +20,15 @@ from __future__ import annotations
 
 import glob as globlib
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from landcover.fileio import atomic_write_bytes
+from landcover.fileio import atomic_write_bytes, atomic_write_set
 from landcover.redaction import redact
 from landcover.storage.filesystems import filesystem_of
 from landcover.storage.retry import RetryPolicy, retrying
-from landcover.storage.urls import Location, parse
+from landcover.storage.urls import Location, join, parse
 
 
 @dataclass(frozen=True)
@@ -195,6 +196,32 @@ def write_bytes(url: str | Path, data: bytes, policy: RetryPolicy | None = None)
         return
     fs, path = filesystem_of(location, policy)
     retrying("write", location.url, lambda: fs.pipe_file(path, data, overwrite=True), policy)
+
+
+def write_set(
+    folder: str | Path, files: Mapping[str, bytes], policy: RetryPolicy | None = None
+) -> None:
+    """Writes files that belong together into a folder.
+
+    Local: all or none (:func:`~landcover.fileio.atomic_write_set`: a full disk leaves the
+    earlier set whole). Blob: one upload each, each whole; Azure has no multi-blob commit.
+
+    Args:
+        folder: Destination folder path or URL.
+        files: File names and their contents.
+        policy: Retry settings for blob URLs.
+
+    Raises:
+        StorageError: A blob write failed.
+        OutputError: A local folder is read-only, not writable or full.
+    """
+    location = parse(folder)
+    if location.is_local:
+        path = _local(location)
+        retrying("write", location.url, lambda: atomic_write_set(path, files), policy)
+        return
+    for name, data in files.items():
+        write_bytes(join(folder, name), data, policy)
 
 
 def write_text(url: str | Path, text: str, policy: RetryPolicy | None = None) -> None:

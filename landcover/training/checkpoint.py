@@ -105,9 +105,11 @@ def _as_tuple(value: Any) -> Any:
 def write_epoch_checkpoints(
     folder: RunFolder, checkpoint: Checkpoint, epoch: int, is_best: bool, keep_last: int
 ) -> None:
-    """Writes ``epoch-NNNN.pt``, ``last.pt`` and (if best) ``best.pt``, each atomically.
+    """Writes ``last.pt``, ``epoch-NNNN.pt`` and (if best) ``best.pt``, each atomically.
 
-    Older per-epoch files beyond ``keep_last`` are removed after the new ones are in place.
+    ``last.pt`` comes first: a disk that fills after it leaves the rerun its newest epoch to
+    resume from. Older per-epoch files beyond ``keep_last`` are removed after the new ones are
+    in place.
 
     Args:
         folder: The run folder (local or remote).
@@ -117,9 +119,9 @@ def write_epoch_checkpoints(
         keep_last: Per-epoch checkpoints to keep.
     """
     data = checkpoint.serialize()
+    folder.write_checkpoint("last.pt", data)
     if keep_last > 0:
         folder.write_checkpoint(f"epoch-{epoch:04d}.pt", data)
-    folder.write_checkpoint("last.pt", data)
     if is_best:
         folder.write_checkpoint("best.pt", data)
     epochs = [n for n in folder.checkpoint_names() if n.startswith("epoch-")]
@@ -128,7 +130,10 @@ def write_epoch_checkpoints(
 
 
 def find_resume_checkpoint(folder: RunFolder) -> str | None:
-    """Returns the run's ``last.pt`` if there is one (stale temporaries removed first).
+    """Returns the run's ``last.pt``, or without one its newest ``epoch-NNNN.pt``.
+
+    (Stale temporaries are removed first.) An epoch file without ``last.pt`` is left by a run
+    whose ``last.pt`` was removed, or by one written before ``last.pt`` came first.
 
     Args:
         folder: The run folder.
@@ -136,6 +141,8 @@ def find_resume_checkpoint(folder: RunFolder) -> str | None:
     Returns:
         Its path or URL, or ``None`` for a fresh run.
     """
-    return (
-        folder.url_of("checkpoints", "last.pt") if "last.pt" in folder.checkpoint_names() else None
-    )
+    names = folder.checkpoint_names()
+    if "last.pt" in names:
+        return folder.url_of("checkpoints", "last.pt")
+    epochs = sorted(n for n in names if n.startswith("epoch-"))
+    return folder.url_of("checkpoints", epochs[-1]) if epochs else None

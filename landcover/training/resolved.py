@@ -15,7 +15,10 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from landcover.config import Config
+from landcover.errors import ConfigError
 
 
 @dataclass(frozen=True)
@@ -47,17 +50,27 @@ class ResolvedStats:
             A new configuration.
 
         Raises:
-            ValidationError: If a number is invalid for its key (a zero standard deviation).
+            ConfigError: If a number does not fit the configuration: a zero standard deviation,
+                or a run folder resumed with another class mapping or other bands than the
+                numbers it recorded were measured for.
         """
         frequencies = self.class_frequencies
-        data = config.data.replace(
-            mean=list(self.mean),
-            std=list(self.std),
-            class_frequencies=None if frequencies is None else dict(frequencies),
-        )
-        weights = None if self.class_weights is None else list(self.class_weights)
-        loss = config.optim.loss.replace(class_weights=weights)
-        return config.replace(data=data, optim=config.optim.replace(loss=loss))
+        try:
+            data = config.data.replace(
+                mean=list(self.mean),
+                std=list(self.std),
+                class_frequencies=None if frequencies is None else dict(frequencies),
+            )
+            weights = None if self.class_weights is None else list(self.class_weights)
+            loss = config.optim.loss.replace(class_weights=weights)
+            return config.replace(data=data, optim=config.optim.replace(loss=loss))
+        except ValidationError as exc:
+            reason = exc.errors()[0]["msg"].removeprefix("Value error, ")
+            raise ConfigError(
+                f"{config.run.out}: the statistics this run measured do not fit the "
+                f"configuration ({reason}); resume with the settings it started with, or "
+                "train into a new --out"
+            ) from None
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import math
 import time
 from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
@@ -23,7 +24,7 @@ from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
 from landcover.data.loader import EpochBatches, describe_feed, epoch_loader, resolve_loader_workers
 from landcover.data.normalize import tile_normalizer
-from landcover.errors import CheckpointError, first_line
+from landcover.errors import CheckpointError, TrainingError, first_line
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
 from landcover.models import (
@@ -138,7 +139,7 @@ class Trainer:
         return replica, optimizer, criterion
 
     def _resume(self, data: WorkerData) -> tuple[int, float, Checkpoint | None]:
-        """Restores the run's ``last.pt``: its epochs, best mIoU and checkpoint (or a fresh start)."""
+        """Restores the run (:func:`find_resume_checkpoint`): epochs, best mIoU, checkpoint."""
         path = find_resume_checkpoint(self.folder)
         if path is None:
             return 0, -1.0, None
@@ -347,6 +348,13 @@ class Trainer:
         train_loss, lr = self._train_epoch(epoch)
         train_s = time.perf_counter() - t0
         done = epoch + 1
+        if not math.isfinite(train_loss):  # the same sum on every worker: all stop here
+            raise TrainingError(
+                f"epoch {done}: the training loss is {train_loss} (not finite): the run "
+                f"diverged (a learning rate too high, optim.lr {cfg.optim.lr:g}, or extreme "
+                "loss weights); no checkpoint of this epoch is written, and a rerun with "
+                "gentler settings resumes from the last finite epoch's"
+            )
         validation = None
         if done % cfg.run.val_every == 0 or done == cfg.optim.epochs:
             validation = self._validate()

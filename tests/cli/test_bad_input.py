@@ -140,3 +140,105 @@ def test_bad_config_value(data: Path, tiny_config: Path, tmp_path: Path) -> None
 def test_missing_config_file(tmp_path: Path) -> None:
     result = run_cli("train", "--config", str(tmp_path / "none.yaml"))
     assert_one_line_error(result, "none.yaml", "config file not found")
+
+
+@pytest.mark.parametrize("kind", ["not UTF-8", "a symbolic link loop"])
+def test_unreadable_config_file(kind: str, tmp_path: Path) -> None:
+    config = tmp_path / "config.yaml"
+    if kind == "not UTF-8":
+        config.write_bytes(b"\xff\xfe\x00data: {}")
+    else:
+        config.symlink_to(config)
+    plan = ["cluster", "plan", "--workers", "2", "--config", str(config)]
+    for args in (["train", "--config", str(config)], plan):
+        assert_one_line_error(run_cli(*args), "config.yaml")
+
+
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [("inf", "finite number"), ("nan", "finite number"), ("1e300", "less than or equal to 100")],
+)
+def test_learning_rate_must_be_finite_and_sane(
+    value: str, message: str, data: Path, tiny_config: Path
+) -> None:
+    result = run_cli(
+        "train", "--config", str(tiny_config), "--data", str(data), "--set", f"optim.lr={value}"
+    )
+    assert_one_line_error(result, "optim.lr", message)
+
+
+def test_a_diverged_epoch_stops_the_run_and_keeps_the_last_finite_checkpoint(
+    data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """Loss weights at float32's limit make the loss overflow: the epoch's loss is nan. The
+    run stops with one line, writes no checkpoint of that epoch, and keeps the one before."""
+    assert _train(data, tiny_config, tmp_path).returncode == 0
+    checkpoints = tmp_path / "run" / "checkpoints"
+    before = (checkpoints / "last.pt").read_bytes()
+    extreme = "[" + ",".join(["3e38"] * 6) + "]"
+    result = run_cli(
+        "train", "--config", str(tiny_config), "--data", str(data),
+        "--out", str(tmp_path / "run"), "--epochs", "2", "--workers", "1",
+        "--set", f"optim.loss.class_weights={extreme}",
+    )  # fmt: skip
+    assert_one_line_error(result, "epoch 2", "not finite")
+    assert (checkpoints / "last.pt").read_bytes() == before
+    assert not (checkpoints / "epoch-0002.pt").exists()
+
+
+def test_resuming_with_another_class_mapping(data: Path, tiny_config: Path, tmp_path: Path) -> None:
+    assert _train(data, tiny_config, tmp_path).returncode == 0
+    result = run_cli(
+        "train", "--config", str(tiny_config), "--data", str(data),
+        "--out", str(tmp_path / "run"), "--epochs", "2", "--workers", "1", "--classes", "cvpr4",
+    )  # fmt: skip
+    assert_one_line_error(result, "resume with the settings it started with")
+
+
+def test_list_file_and_manifests_that_are_not_text_or_miss_a_column(
+    data: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    binary = tmp_path / "tiles.txt"
+    binary.write_bytes(b"\xff\xfe" + b"synth_000_naip.tif\n")
+    result = run_cli("predict", f"@{binary}", "-k", str(quick_checkpoint), "--out", str(tmp_path))
+    assert_one_line_error(result, "tiles.txt", "not UTF-8")
+    manifest = data / "pairs.csv"
+    manifest.write_bytes(b"\xff\xfeimage,label\n")
+    assert_one_line_error(run_cli("data", "check", str(manifest)), "pairs.csv", "not UTF-8")
+    manifest.write_text("image,label\nsynth_000_naip.tif,synth_000_lc.tif\nsynth_001_naip.tif\n")
+    for args in (
+        ["data", "check", str(manifest)],
+        ["evaluate", "-k", str(quick_checkpoint), "--data", str(manifest), "--out", str(tmp_path)],
+    ):
+        assert_one_line_error(run_cli(*args), "pairs.csv", "line 3")
+
+
+def test_output_folder_under_a_file(data: Path, quick_checkpoint: Path, tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("a file, not a folder")
+    out = str(tmp_path / "afile" / "sub")
+    for args in (
+        ["predict", str(data / "synth_000_naip.tif"), "-k", str(quick_checkpoint), "--out", out],
+        ["evaluate", "-k", str(quick_checkpoint), "--data", str(data), "--out", out],
+        ["data", "synth", "--tiles", "1", "--size", "32", out],
+    ):
+        assert_one_line_error(run_cli(*args), "afile/sub", "a folder on its path is a file")
+
+
+def test_evaluate_on_an_image_whose_pixels_are_cut_off(
+    data: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """The header and the first blocks read, a later block does not: one line, no metrics."""
+    image = data / "synth_002_naip.tif"
+    with rasterio.open(image) as ds:
+        profile = {**ds.profile, "tiled": True, "blockxsize": 16, "blockysize": 16}
+        pixels = ds.read()
+    with rasterio.open(image, "w", **profile) as ds:
+        ds.write(pixels)
+    raw = image.read_bytes()
+    image.write_bytes(raw[: len(raw) * 2 // 3])
+    out = tmp_path / "eval"
+    result = run_cli(
+        "evaluate", "-k", str(quick_checkpoint), "--data", str(data), "--out", str(out)
+    )
+    assert_one_line_error(result, "synth_002_naip.tif", "corrupt or truncated")
+    assert not (out / "metrics.json").exists()

@@ -249,6 +249,23 @@ def test_evaluate_full_disk(tiny_disk: Path, tiny_data: Path, checkpoint: Path) 
         assert_no_partial_file(tiny_disk)
 
 
+def test_evaluate_rerun_on_a_full_disk_keeps_the_earlier_set(
+    tiny_disk: Path, tiny_data: Path, checkpoint: Path
+) -> None:
+    """metrics.json, confusion.csv and confusion.png describe one run: a rerun that runs out
+    of room (metrics.json would fit, the PNG not) leaves the earlier three as they were."""
+    out = tiny_disk / "evaluation"
+    args = ("evaluate", "--checkpoint", str(checkpoint), "--data", str(tiny_data), "--out")
+    assert run_cli(*args, str(out)).returncode == 0
+    names = ("metrics.json", "confusion.csv", "confusion.png")
+    before = {name: (out / name).read_bytes() for name in names}
+    fill_leaving(tiny_disk, 16_384)
+    result = run_cli(*args, str(out))
+    assert_clean_failure(result, str(out), "no space left on device")
+    assert {name: (out / name).read_bytes() for name in names} == before
+    assert not list(out.glob(".*.tmp"))
+
+
 def test_synth_full_disk(tiny_disk: Path) -> None:
     out = tiny_disk / "synth"
     for free in (0, 1_000_000):  # the preflight; then room for a few of the 8 pairs

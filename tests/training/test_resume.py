@@ -58,3 +58,34 @@ def test_sigkill_during_epoch_two_then_resume(
     assert "trained with 2 workers, now 1" in more.stderr
     state = load_checkpoint(last)
     assert state.epoch == 4 and state.workers == 1
+
+
+def test_a_run_without_last_pt_resumes_from_its_newest_epoch_checkpoint(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """An epoch file with no ``last.pt`` beside it (removed, or a disk that filled between
+    the two writes of an earlier version) is a complete epoch: the rerun resumes from it
+    instead of starting over and writing over it."""
+    run = tmp_path / "run"
+
+    def train(epochs: int):
+        return run_cli(
+            "train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run),
+            "--epochs", str(epochs), "--workers", "1", "--samples-per-epoch", "16",
+        )  # fmt: skip
+
+    assert train(2).returncode == 0
+    checkpoints = run / "checkpoints"
+    (checkpoints / "last.pt").unlink()
+    (checkpoints / "best.pt").unlink()
+    second = (checkpoints / "epoch-0002.pt").read_bytes()
+    result = train(3)
+    assert result.returncode == 0, result.stderr
+    log = (run / "logs" / "rank0.log").read_text()
+    assert "resuming from" in log and "epoch-0002.pt: 2 epoch(s) complete" in log
+    assert (checkpoints / "epoch-0002.pt").read_bytes() == second  # not trained again
+    assert load_checkpoint(checkpoints / "last.pt").epoch == 3
+    epochs = [
+        json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()
+    ]
+    assert epochs == [1, 2, 3]
