@@ -170,7 +170,9 @@ def unloadable_reason(data: bytes, exc: Exception) -> str:
     """
     if not data:
         return "the file is empty (0 bytes)"
-    unsafe = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(exc))
+    # torch's wordings: "Unsupported global: GLOBAL x.y", and for a blocked module (os.system,
+    # say) "unsupported GLOBAL posix.system whose module posix is blocked"
+    unsafe = re.search(r"unsupported (?:global: )?GLOBAL ([\w.]+)", str(exc), re.I)
     if isinstance(exc, pickle.UnpicklingError) and unsafe:
         return (
             f"the file holds a Python object ({unsafe.group(1)}) besides tensors and plain "

@@ -35,7 +35,8 @@ class DataConfig(Section):
             training data, as ``landcover data stats`` writes it; ``optim.loss.class_weights:
             auto`` derives its weights from it when given (else it measures them). A run that
             measures frequencies records them here.
-        patch_size: Side of the square training patches in pixels.
+        patch_size: Side of the square training patches in pixels (32 to 4,096, a multiple
+            of 32).
         max_nodata_fraction: Training patches with more ignored pixels than this are redrawn.
         oversample_rare: Probability that a patch is centred on a pixel of a rare class, the
             class drawn with probability inversely proportional to its pixel count (applies to
@@ -86,7 +87,7 @@ class DataConfig(Section):
     mean: list[float] | Literal["auto"] = "auto"
     std: list[float] | Literal["auto"] = "auto"
     class_frequencies: dict[str, float] | None = None
-    patch_size: int = Field(256, ge=32)
+    patch_size: int = Field(256, ge=32, le=4096)
     max_nodata_fraction: float = Field(0.5, ge=0.0, le=1.0)
     oversample_rare: float = Field(0.0, ge=0.0, le=1.0)
     class_balance: float = Field(0.0, ge=0.0, le=1.0)

@@ -56,6 +56,10 @@ DEFAULT_BATCH_PIXELS = 16 * 256 * 256
 #: Largest default window: windows of 4 patches, at most this size.
 MAX_DEFAULT_WINDOW = 1024
 
+MAX_WINDOW = 8192
+"""The largest ``--window``: a window of 8,192 px already holds 67 Mpx (a whole NAIP tile) and
+its activations take tens of GB."""
+
 
 def resolve_geometry(
     patch: int,
@@ -88,8 +92,10 @@ def resolve_geometry(
     """
     if window is None:
         window = max(patch, min(4 * patch, MAX_DEFAULT_WINDOW))
-    if window < multiple or window % multiple:
-        raise ConfigError(f"--window {window}: must be a positive multiple of {multiple}")
+    if window < multiple or window % multiple or window > MAX_WINDOW:
+        raise ConfigError(
+            f"--window {window}: must be a positive multiple of {multiple}, at most {MAX_WINDOW}"
+        )
     if overlap is None:
         overlap = patch // 4
     if not 0 <= overlap < window // 2:
@@ -133,7 +139,7 @@ class SlidingWindowPredictor:
         self.device = device
         self.autocast_dtype = autocast_dtype
         self.tta = tuple(TRANSFORMS[name] for name in tta)
-        self.weights = blend_weights(patch_size, overlap).to(device)
+        self._weights: dict[int, torch.Tensor] = {}  # by window size, made when first used
 
     def window_probs(self, batch: torch.Tensor) -> torch.Tensor:
         """Class probabilities of a batch of windows (averaged over the TTA transforms).
@@ -205,9 +211,9 @@ class SlidingWindowPredictor:
             The blender (feed it window rows in order).
         """
         p = plan.window
-        weights = (
-            self.weights if p == self.patch else blend_weights(p, self.overlap).to(self.device)
-        )
+        weights = self._weights.get(p)
+        if weights is None:
+            weights = self._weights[p] = blend_weights(p, self.overlap).to(self.device)
         if self.plain:  # the blender takes the softmax, block by block
             return StripBlender(plan, self.window_logits, self.batch_size, weights, logits=True)
         return StripBlender(plan, self.window_probs, self.batch_size, weights)

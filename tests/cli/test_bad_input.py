@@ -242,3 +242,22 @@ def test_evaluate_on_an_image_whose_pixels_are_cut_off(
     )
     assert_one_line_error(result, "synth_002_naip.tif", "corrupt or truncated")
     assert not (out / "metrics.json").exists()
+
+
+def test_window_and_patch_beyond_any_memory(
+    data: Path, quick_checkpoint: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """A window or patch of 100,000 px would allocate tens of GB before the first pixel."""
+    tile = str(data / "synth_000_naip.tif")
+    for command in ("predict", "evaluate"):
+        args = [tile] if command == "predict" else ["--data", str(data)]
+        result = run_cli(
+            command, *args, "-k", str(quick_checkpoint), "--out", str(tmp_path / command),
+            "--window", "100000",
+        )  # fmt: skip
+        assert_one_line_error(result, "--window 100000", "at most 8192")
+    result = run_cli(
+        "train", "--config", str(tiny_config), "--data", str(data),
+        "--set", "data.patch_size=100000",
+    )  # fmt: skip
+    assert_one_line_error(result, "data.patch_size", "less than or equal to 4096")

@@ -73,6 +73,30 @@ def test_checkpoint_with_python_objects_names_the_object(tile: Path, tmp_path: P
     )
 
 
+class RunsAShell:
+    """A pickle that would run a shell command when loaded (``os.system``)."""
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, ("touch PICKLE_RAN",))
+
+
+def test_checkpoint_that_would_run_code_is_refused_and_named(tile: Path, tmp_path: Path) -> None:
+    """torch blocks the ``os`` module with another wording: the object is named all the same,
+    and nothing runs."""
+    unsafe = tmp_path / "shell.pt"
+    torch.save({"model": RunsAShell()}, unsafe)
+    result = run_cli(
+        "predict", str(tile), "--checkpoint", str(unsafe), "--out", str(tmp_path / "o")
+    )
+    assert_one_line_error(
+        result,
+        f"{unsafe}: not a loadable checkpoint: the file holds a Python object (posix.system)",
+    )
+    assert not (tmp_path / "PICKLE_RAN").exists() and not Path("PICKLE_RAN").exists()
+
+
 @pytest.fixture(scope="module")
 def quick_checkpoint(
     tiny_data: Path, tiny_config: Path, tmp_path_factory: pytest.TempPathFactory
