@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
+import warnings
 from pathlib import Path
 
 from landcover.parallel.env import DistEnv
@@ -66,10 +67,29 @@ class LogFileHandler(logging.FileHandler):
             super().close()
 
 
+def _warning_line(
+    message: Warning | str,
+    category: type[Warning],
+    filename: str,
+    lineno: int,
+    file: object = None,
+    line: str | None = None,
+) -> None:
+    """Shows a library's Python warning as one log line.
+
+    Python's own shows the library's file and source line: two lines of someone else's code.
+    """
+    text = str(message).strip().splitlines()
+    logging.getLogger("landcover").warning(
+        "warning: %s (%s)", text[0] if text else "", category.__name__
+    )
+
+
 def setup_logging(env: DistEnv, out: str | None) -> None:
     """Sends rank 0's INFO lines to the console, other ranks' only from WARNING up.
 
-    Every rank also logs INFO to ``{out}/logs/rank{R}.log``.
+    Every rank also logs INFO to ``{out}/logs/rank{R}.log``. Python warnings (a library's
+    deprecation, say) become one log line each.
 
     Args:
         env: The worker's place.
@@ -86,6 +106,7 @@ def setup_logging(env: DistEnv, out: str | None) -> None:
     prefix = "" if env.world_size == 1 else f"[rank {env.rank}] "
     console.setFormatter(RedactingFormatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
     logger.addHandler(console)
+    warnings.showwarning = _warning_line
     if out is not None:
         folder = Path(out) / "logs"
         folder.mkdir(parents=True, exist_ok=True)

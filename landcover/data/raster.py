@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 import rasterio
 from rasterio.enums import MaskFlags, Resampling
-from rasterio.errors import NodataShadowWarning, RasterioError
+from rasterio.errors import NodataShadowWarning, NotGeoreferencedWarning, RasterioError
 from rasterio.io import MemoryFile
 from rasterio.windows import Window
 
@@ -30,6 +30,9 @@ from landcover.gdalnoise import silence_gdal
 # NAIP files often tag the NIR band 'alpha'; landcover reads it as data and takes no-data from
 # the nodata value and a per-dataset mask (see nodata_mask), which is what rasterio warns about.
 warnings.filterwarnings("ignore", category=NodataShadowWarning)
+# a tile without a geotransform is mapped on its pixel grid, and predict says so in its own
+# line; rasterio would warn on every open of it and of its maps
+warnings.filterwarnings("ignore", category=NotGeoreferencedWarning)
 
 
 @dataclass

@@ -9,6 +9,7 @@ class; not with ``probs=False``) and ``{stem}_preview.png``.
 from __future__ import annotations
 
 import logging
+import math
 import shutil
 import tempfile
 import time
@@ -186,8 +187,8 @@ class TileMapper:
                 tile,
                 width,
                 height,
-                abs(src.transform.a),
-                src.crs,
+                math.hypot(src.transform.a, src.transform.d),  # a rotated grid's too
+                src.crs or "no CRS (the maps keep its pixel grid)",
                 ""
                 if work is None
                 else f", predicted at {work[1]} x {work[2]} px ({self.resolution.describe()})",

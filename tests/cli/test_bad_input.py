@@ -261,3 +261,44 @@ def test_window_and_patch_beyond_any_memory(
         "--set", "data.patch_size=100000",
     )  # fmt: skip
     assert_one_line_error(result, "data.patch_size", "less than or equal to 4096")
+
+
+def test_a_tile_without_georeferencing_is_mapped_without_library_warnings(
+    data: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """No geotransform and no CRS: mapped on its pixel grid, said in landcover's own line,
+    with none of rasterio's two-line warnings (its file and source line) on stderr."""
+    tile = tmp_path / "plain_naip.tif"
+    with rasterio.open(data / "synth_000_naip.tif") as src:
+        pixels = src.read()
+    with rasterio.open(
+        tile, "w", driver="GTiff", width=pixels.shape[2], height=pixels.shape[1],
+        count=pixels.shape[0], dtype="uint8",
+    ) as dst:  # fmt: skip
+        dst.write(pixels)
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(tile), "-k", str(quick_checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "no CRS (the maps keep its pixel grid)" in result.stderr
+    assert "Warning" not in result.stderr and "site-packages" not in result.stderr
+    assert (out / "plain_naip_class.tif").exists()
+
+
+def test_a_library_warning_is_one_log_line(capfd: pytest.CaptureFixture) -> None:
+    import logging
+    import warnings
+
+    from landcover.logs import setup_logging
+    from landcover.parallel.env import DistEnv
+
+    shown = warnings.showwarning
+    try:
+        setup_logging(DistEnv(), None)
+        warnings.warn("first line of it\nsecond line", DeprecationWarning, stacklevel=1)
+        lines = capfd.readouterr().err.splitlines()
+    finally:
+        warnings.showwarning = shown
+        logging.getLogger("landcover").handlers.clear()
+    assert [line.split(" ", 1)[1] for line in lines] == [
+        "warning: first line of it (DeprecationWarning)"
+    ]
