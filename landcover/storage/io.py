@@ -146,7 +146,11 @@ def list_files(url: str | Path, policy: RetryPolicy | None = None) -> list[tuple
                     full = Path(folder) / n
                     if n.startswith(".") and n.endswith(".tmp"):
                         continue  # an unfinished atomic write
-                    found.append((full.relative_to(root).as_posix(), full.stat().st_size))
+                    try:
+                        size = full.stat().st_size
+                    except OSError:  # a dangling or looping link: listed, its reader says why
+                        size = 0
+                    found.append((full.relative_to(root).as_posix(), size))
             return sorted(found)
 
         return retrying("list", location.url, walk, policy)

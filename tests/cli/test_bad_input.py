@@ -302,3 +302,16 @@ def test_a_library_warning_is_one_log_line(capfd: pytest.CaptureFixture) -> None
     assert [line.split(" ", 1)[1] for line in lines] == [
         "warning: first line of it (DeprecationWarning)"
     ]
+
+
+def test_a_looping_link_in_a_folder_fails_that_tile_alone(
+    data: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "tiles"
+    folder.mkdir()
+    shutil.copy(data / "synth_000_naip.tif", folder)
+    (folder / "loop_naip.tif").symlink_to(folder / "loop_naip.tif")
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(folder), "-k", str(quick_checkpoint), "--out", str(out))
+    assert_one_line_error(result, "1 of 2 tiles failed", "loop_naip.tif")
+    assert (out / "synth_000_naip_class.tif").exists()
