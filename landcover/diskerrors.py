@@ -79,13 +79,33 @@ def free_bytes(folder: str | Path) -> int | None:
     Returns:
         The free bytes, or ``None`` when they cannot be measured.
     """
+    usage = _usage(folder)
+    return None if usage is None else usage[1]
+
+
+def disk_bytes(folder: str | Path) -> int | None:
+    """The size of the file system of ``folder`` (or its nearest parent).
+
+    Args:
+        folder: A folder, which need not exist yet.
+
+    Returns:
+        Its total bytes, or ``None`` when they cannot be measured.
+    """
+    usage = _usage(folder)
+    return None if usage is None else usage[0]
+
+
+def _usage(folder: str | Path) -> tuple[int, int] | None:
+    """``(total, free)`` bytes of the file system of ``folder`` or its nearest parent."""
     path = Path(folder).absolute()
     while not path.exists() and path != path.parent:
         path = path.parent
     try:
-        return shutil.disk_usage(path).free
+        usage = shutil.disk_usage(path)
     except OSError:
         return None
+    return usage.total, usage.free
 
 
 def disk_errno(exc: BaseException) -> int | None:

@@ -33,7 +33,14 @@ from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover.classes import ClassMapping
-from landcover.diskerrors import OutputError, free_bytes, output_errors, output_failure
+from landcover.diskerrors import (
+    OutputError,
+    disk_bytes,
+    free_bytes,
+    human_bytes,
+    output_errors,
+    output_failure,
+)
 from landcover.errors import DataError, first_line
 from landcover.fileio import make_temp_beside
 from landcover.gdalnoise import quiet_gdal
@@ -204,6 +211,13 @@ class MapWriter:
         need = scratch_bytes(src.width, src.height, len(names), prob_dtype)
         free = free_bytes(scratch)
         if free is not None and free < need:
+            disk = disk_bytes(scratch)
+            if disk is not None and disk < need:  # this tile alone: the others may fit
+                raise DataError(
+                    f"{self.label}: its scratch maps need about {human_bytes(need)}, more "
+                    f"than the whole disk of {scratch} ({human_bytes(disk)}): split the tile, "
+                    "or put --out (or TMPDIR for a remote --out) on a larger disk"
+                )
             raise output_failure(Path(self.label).parent, errno.ENOSPC, need)
         self.prob: rasterio.io.DatasetWriter | None = None
         self.pyramid: OverviewPyramid | None = None

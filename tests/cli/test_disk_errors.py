@@ -266,6 +266,26 @@ def test_evaluate_rerun_on_a_full_disk_keeps_the_earlier_set(
     assert not list(out.glob(".*.tmp"))
 
 
+def test_a_tile_larger_than_the_whole_disk_fails_alone(
+    tiny_disk: Path, tiny_data: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    """A tile whose scratch maps need more than the disk holds can never be mapped there: it
+    fails with its own line, and the job maps the tiles that fit (a full disk, by contrast,
+    stops the job)."""
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    shutil.copy(tiny_data / "synth_000_naip.tif", tiles)
+    with rasterio.open(tiny_data / "synth_000_naip.tif") as src:
+        profile = {**src.profile, "width": 3000, "height": 3000, "compress": "deflate"}
+    with rasterio.open(tiles / "huge_naip.tif", "w", **profile) as dst:  # 9 Mpx, mostly 0
+        dst.write(np.full((4, 3000, 3000), 90, dtype=np.uint8))
+    out = tiny_disk / "maps"
+    result = run_cli("predict", str(tiles), "-k", str(checkpoint), "--out", str(out))
+    assert_clean_failure(result, "1 of 2 tiles failed", "huge_naip", "more than the whole disk")
+    assert (out / "synth_000_naip_class.tif").exists()
+    assert_no_partial_file(tiny_disk)
+
+
 def test_synth_full_disk(tiny_disk: Path) -> None:
     out = tiny_disk / "synth"
     for free in (0, 1_000_000):  # the preflight; then room for a few of the 8 pairs
