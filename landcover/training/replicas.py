@@ -1,8 +1,9 @@
-"""The replica check at the end of training: every worker holds bit-identical weights.
+"""Checks of the workers' weights: bit-identical replicas at the end, finite after an epoch.
 
 DDP (and Horovod) keep the replicas identical by all-reducing gradients; a bug or a fault
 that let one drift would otherwise go unnoticed. Each worker hashes its weights (and its
-moving average) and the digests are compared across workers.
+moving average) and the digests are compared across workers. A run that diverged (weights
+inf or nan) must not checkpoint: :func:`any_not_finite` asks every worker.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 import hashlib
 import logging
 
+import torch
 from torch import nn
 
 from landcover.errors import TrainingError
@@ -56,3 +58,25 @@ def verify_replicas(model: nn.Module, average: nn.Module | None, engine: Engine)
         len(digests),
         digest[:16],
     )
+
+
+def any_not_finite(modules: list[nn.Module], engine: Engine, device: torch.device) -> bool:
+    """Whether any floating-point weight or buffer is inf or nan on any worker (collective).
+
+    Args:
+        modules: The worker's modules (the model, its moving average).
+        engine: The data-parallel engine.
+        device: Where the engine reduces (the GPU under NCCL, else the CPU).
+
+    Returns:
+        The same answer on every worker.
+    """
+    finite = all(
+        bool(torch.isfinite(t).all())
+        for m in modules
+        for t in m.state_dict().values()
+        if t.is_floating_point()
+    )
+    flag = torch.tensor(0.0 if finite else 1.0, device=device)
+    engine.all_reduce_sum(flag)
+    return float(flag) > 0

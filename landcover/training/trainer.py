@@ -50,7 +50,7 @@ from landcover.training.loggers import run_callbacks
 from landcover.training.losses import SegmentationLoss
 from landcover.training.profiling import epoch_profiler
 from landcover.training.records import EpochRecord, ValidationMetrics
-from landcover.training.replicas import verify_replicas
+from landcover.training.replicas import any_not_finite, verify_replicas
 from landcover.training.resolved import Resolved
 from landcover.training.runfolder import RunFolder
 from landcover.training.schedule import lr_at
@@ -146,6 +146,12 @@ class Trainer:
         cached = data.resume
         state = cached[1] if cached is not None and cached[0] == path else load_checkpoint(path)
         data.resume = None
+        was = (state.config.get("optim") or {}).get("optimizer")
+        if was is not None and was != self.config.optim.optimizer:  # its state would not fit
+            raise CheckpointError(
+                f"{path}: trained with optim.optimizer {was}, resumed with "
+                f"{self.config.optim.optimizer}; keep {was} or train into a new --out"
+            )
         try:
             self.model.load_state_dict(state.train_model or state.model)  # raw, not averaged
             self.optimizer.load_state_dict(state.optimizer)
@@ -348,12 +354,16 @@ class Trainer:
         train_loss, lr = self._train_epoch(epoch)
         train_s = time.perf_counter() - t0
         done = epoch + 1
-        if not math.isfinite(train_loss):  # the same sum on every worker: all stop here
+        averaged = [self.ema.module] if self.ema is not None else []
+        modules = [self.model, *averaged]  # fp16 scaling skips an overflowed step
+        if not math.isfinite(train_loss) and any_not_finite(
+            modules, self.engine, self.reduce_device
+        ):
             raise TrainingError(
-                f"epoch {done}: the training loss is {train_loss} (not finite): the run "
-                f"diverged (a learning rate too high, optim.lr {cfg.optim.lr:g}, or extreme "
-                "loss weights); no checkpoint of this epoch is written, and a rerun with "
-                "gentler settings resumes from the last finite epoch's"
+                f"epoch {done}: the training loss is {train_loss} and the weights are no longer "
+                f"finite: the run diverged (a learning rate too high, optim.lr "
+                f"{cfg.optim.lr:g}, or extreme loss weights); no checkpoint of this epoch is "
+                "written, and a rerun with gentler settings resumes from the last finite one"
             )
         validation = None
         if done % cfg.run.val_every == 0 or done == cfg.optim.epochs:
