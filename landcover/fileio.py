@@ -53,19 +53,8 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         OutputError: If the folder is read-only, not writable or full (nothing is left
             under ``path``'s name or the temporary one).
     """
-    from landcover.diskerrors import output_errors
-
     path = Path(path)
-    tmp = make_temp_beside(path)
-    try:
-        with output_errors(path.parent, len(data)), open(tmp, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write_set(path.parent, {path.name: data})
 
 
 def atomic_write_set(folder: str | Path, files: Mapping[str, bytes]) -> None:

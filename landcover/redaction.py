@@ -62,12 +62,14 @@ _SAS_FIELDS = (
 _QUERY_VALUE = r"(?:[^&\s'\"#<>;,:)\]}]|:(?![\s'\"]|$))+"
 # ? & = also percent-encoded, once or twice (a whole URL quoted into a path or another URL's
 # query); a value after an encoded = runs to the next real separator, over encoded ones
-_QMARK, _AMP, _EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3D)"
+QMARK, AMP, EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3D)"
+"""Regular-expression pieces for a URL query's ``?``, ``&`` and ``=``, also percent-encoded
+(``landcover.storage.urls`` refuses such queries by the same rule)."""
 _PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # a SAS field in a URL query (after ? or &)
-    (re.compile(rf"((?:{_QMARK}|{_AMP})(?:{_SAS_FIELDS}){_EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
+    (re.compile(rf"((?:{QMARK}|{AMP})(?:{_SAS_FIELDS}){EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
     # a signature anywhere
-    (re.compile(rf"(\bsig{_EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
+    (re.compile(rf"(\bsig{EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
     # a password in a URL's user part (https://user:password@host)
     (re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*:)[^@\s/'\"]+(?=@)", re.I), r"\1"),
     # connection-string parts

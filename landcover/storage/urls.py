@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 from pathlib import Path
 
-from landcover.redaction import redact
+from landcover.redaction import AMP, EQUALS, QMARK, redact
 from landcover.storage.errors import StorageError
 
 AZURE_PROTOCOLS = ("az", "abfs", "abfss")
@@ -32,9 +32,7 @@ _SCHEME = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
 # a query with shared-access-signature fields (a '?' alone is a glob wildcard); its ?, & and =
 # also percent-encoded (once or twice), as a URL quoted into a path carries them
 _SAS_QUERY = re.compile(
-    r"(?:\?|%(?:25)?3F)(?:[^/]*?(?:&|%(?:25)?26))?"
-    r"(?:sig|sv|se|sp|st|spr|srt|ss|sr|skoid|sktid)(?:=|%(?:25)?3D)",
-    re.I,
+    rf"{QMARK}(?:[^/]*?{AMP})?(?:sig|sv|se|sp|st|spr|srt|ss|sr|skoid|sktid){EQUALS}", re.I
 )
 _HTTPS_BLOB = re.compile(r"^https?://([a-z0-9]{3,24})\.(?:blob|dfs)\.core\.", re.I)
 _ACCOUNT_HOST = re.compile(

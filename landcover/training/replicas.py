@@ -60,17 +60,21 @@ def verify_replicas(model: nn.Module, average: nn.Module | None, engine: Engine)
     )
 
 
-def any_not_finite(modules: list[nn.Module], engine: Engine, device: torch.device) -> bool:
+def any_not_finite(
+    model: nn.Module, average: nn.Module | None, engine: Engine, device: torch.device
+) -> bool:
     """Whether any floating-point weight or buffer is inf or nan on any worker (collective).
 
     Args:
-        modules: The worker's modules (the model, its moving average).
+        model: The worker's bare model.
+        average: The weights' moving average (``optim.ema_decay``), if kept.
         engine: The data-parallel engine.
         device: Where the engine reduces (the GPU under NCCL, else the CPU).
 
     Returns:
         The same answer on every worker.
     """
+    modules = [model] if average is None else [model, average]
     finite = all(
         bool(torch.isfinite(t).all())
         for m in modules

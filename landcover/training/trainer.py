@@ -354,10 +354,10 @@ class Trainer:
         train_loss, lr = self._train_epoch(epoch)
         train_s = time.perf_counter() - t0
         done = epoch + 1
-        averaged = [self.ema.module] if self.ema is not None else []
-        modules = [self.model, *averaged]  # fp16 scaling skips an overflowed step
+        average = self.ema.module if self.ema is not None else None
+        # a loss alone is no divergence: fp16 grad scaling skips an overflowed step
         if not math.isfinite(train_loss) and any_not_finite(
-            modules, self.engine, self.reduce_device
+            self.model, average, self.engine, self.reduce_device
         ):
             raise TrainingError(
                 f"epoch {done}: the training loss is {train_loss} and the weights are no longer "
