@@ -24,7 +24,9 @@ in bursts that the others' idle threads leave room for.
 
 from __future__ import annotations
 
+import math
 import os
+from pathlib import Path
 
 ENV = "OMP_WAIT_POLICY"
 """The OpenMP variable (read by libgomp, Intel's and LLVM's OpenMP runtimes alike)."""
@@ -46,15 +48,80 @@ def passive_openmp() -> bool:
     return True
 
 
+CGROUP_ROOT = Path("/sys/fs/cgroup")
+"""Where the control groups are mounted (cgroup v2 there; v1 with its ``cpu`` controller under it)."""
+
+
+def _quota(folder: Path) -> int | None:
+    """One control group's CPU bandwidth quota in CPUs (rounded up), None when unlimited."""
+    try:
+        if (folder / "cpu.max").is_file():  # cgroup v2: "max 100000" when unlimited
+            quota, period = (folder / "cpu.max").read_text().split()[:2]
+        else:  # cgroup v1: a negative quota when unlimited
+            quota = (folder / "cpu.cfs_quota_us").read_text().strip()
+            period = (folder / "cpu.cfs_period_us").read_text().strip()
+        if quota == "max" or int(quota) <= 0 or int(period) <= 0:
+            return None
+        return max(1, math.ceil(int(quota) / int(period)))
+    except (OSError, ValueError):
+        return None
+
+
+def _own_groups(root: Path, membership: str) -> list[Path]:
+    """The folders of this process's CPU control group and of each group above it."""
+    for line in membership.splitlines():
+        hierarchy, _, rest = line.partition(":")
+        controllers, _, path = rest.partition(":")
+        if hierarchy == "0" and controllers == "":
+            base = root  # cgroup v2's unified hierarchy
+        elif "cpu" in controllers.split(","):
+            base = root / "cpu"  # cgroup v1 (cpu,cpuacct is linked as cpu)
+        else:
+            continue
+        folder = base / path.strip().lstrip("/")
+        return [folder, *(p for p in folder.parents if p.is_relative_to(base))]
+    return [root, root / "cpu"]
+
+
+def cgroup_cpu_limit(root: Path = CGROUP_ROOT, membership: str | None = None) -> int | None:
+    """The CPUs the control groups' bandwidth quotas allow this process, if any is set.
+
+    Kubernetes' CPU limits, Docker's ``--cpus`` and systemd's ``CPUQuota`` cap a container's
+    CPU time without shrinking its affinity mask: a pod limited to 4 CPUs on a 96-core node
+    still sees 96 cores, and torch, OpenMP and GDAL sized by them run 24 threads per CPU of
+    quota, throttled every period. The quota is read as loky (joblib) reads it, cgroup v2's
+    ``cpu.max`` or cgroup v1's ``cpu.cfs_quota_us`` over ``cpu.cfs_period_us``, in this
+    process's own group (``/proc/self/cgroup``; a container's namespace shows it as the root)
+    and every group above it: the smallest quota holds.
+
+    Args:
+        root: The cgroup file system's mount point.
+        membership: ``/proc/self/cgroup``'s text (read here when None).
+
+    Returns:
+        The quota in CPUs (at least 1), or None when no quota is set or none can be read.
+    """
+    if membership is None:
+        try:
+            membership = Path("/proc/self/cgroup").read_text()
+        except OSError:
+            membership = ""
+    quotas = [q for q in map(_quota, _own_groups(root, membership)) if q is not None]
+    return min(quotas, default=None)
+
+
 def usable_cores() -> int:
-    """The CPU cores this process may run on (its affinity mask where the OS has one).
+    """The CPU cores this process may run on: its affinity mask, capped by a cgroup CPU quota.
 
     Returns:
         At least 1.
     """
     if hasattr(os, "sched_getaffinity"):
-        return max(1, len(os.sched_getaffinity(0)))
-    return os.cpu_count() or 1
+        cores = max(1, len(os.sched_getaffinity(0)))
+    else:
+        cores = os.cpu_count() or 1
+    limit = cgroup_cpu_limit()
+    return cores if limit is None else min(cores, limit)
 
 
 GDAL_ENV = "GDAL_NUM_THREADS"
@@ -67,9 +134,17 @@ def gdal_threads() -> str:
     """GDAL's threads for decoding a tile and for compressing a map: ``GDAL_NUM_THREADS``.
 
     Returns:
-        ``GDAL_NUM_THREADS`` where the user set it, else ``ALL_CPUS``.
+        ``GDAL_NUM_THREADS`` where the user set it; else ``ALL_CPUS``, or the count of
+        :func:`usable_cores` where a cgroup CPU quota allows fewer cores than the machine has
+        (GDAL's ``ALL_CPUS`` counts the affinity mask, not the quota).
     """
-    return os.environ.get(GDAL_ENV, "").strip() or ALL_CPUS
+    chosen = os.environ.get(GDAL_ENV, "").strip()
+    if chosen:
+        return chosen
+    limit = cgroup_cpu_limit()
+    if limit is not None and limit < (os.cpu_count() or 1):
+        return str(usable_cores())
+    return ALL_CPUS
 
 
 def core_share(workers: int, cores: int | None = None) -> int:

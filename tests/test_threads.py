@@ -11,13 +11,16 @@ import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
 from landcover.threads import (
+    CGROUP_ROOT,
     ENV,
     GDAL_ENV,
     POLICY,
+    cgroup_cpu_limit,
     core_share,
     gdal_threads,
     passive_openmp,
@@ -105,6 +108,103 @@ def test_usable_cores_follow_the_affinity_mask() -> None:
         [sys.executable, "-c", CORES_PROBE], capture_output=True, text=True, check=True
     )
     assert int(free.stdout) == len(os.sched_getaffinity(0)) >= 2
+
+
+V2 = "0::/kubepods/pod1/box\n"
+V1 = "4:memory:/docker/box\n3:cpu,cpuacct:/docker/box\n1:name=systemd:/docker/box\n"
+
+
+@pytest.mark.parametrize(
+    ("membership", "files", "expected"),
+    [
+        (V2, {"kubepods/pod1/box/cpu.max": "250000 100000\n"}, 3),  # 2.5 CPUs, rounded up
+        (V2, {"kubepods/pod1/box/cpu.max": "50000 100000\n"}, 1),  # half a CPU: one thread
+        (V2, {"kubepods/pod1/box/cpu.max": "max 100000\n"}, None),  # no limit
+        # a quota GDAL-style ("4e5") is not cgroup's: ignored, not a crash
+        (V2, {"kubepods/pod1/box/cpu.max": "max 100000", "kubepods/pod1/cpu.max": "4e5 1e5"}, None),
+        (  # the pod's limit above the container's own unlimited group holds
+            V2,
+            {"kubepods/pod1/box/cpu.max": "max 100000", "kubepods/pod1/cpu.max": "400000 100000"},
+            4,
+        ),
+        (V2, {"cpu.max": "800000 100000", "kubepods/pod1/box/cpu.max": "200000 100000"}, 2),
+        (
+            V1,
+            {
+                "cpu/docker/box/cpu.cfs_quota_us": "400000\n",
+                "cpu/docker/box/cpu.cfs_period_us": "100000\n",
+            },
+            4,
+        ),
+        (
+            V1,
+            {
+                "cpu/docker/box/cpu.cfs_quota_us": "-1\n",
+                "cpu/docker/box/cpu.cfs_period_us": "100000\n",
+            },
+            None,
+        ),
+        ("0::/\n", {"cpu.max": "300000 100000\n"}, 3),  # a container's namespace: its own root
+        (V2, {"kubepods/pod1/box/cpu.max": "garbage\n"}, None),  # unreadable: no crash
+        ("", {}, None),  # no cgroup file system (macOS, a bare chroot)
+    ],
+)
+def test_a_cgroup_cpu_quota_is_read_from_v2_and_v1_files(
+    tmp_path: Path, membership: str, files: dict[str, str], expected: int | None
+) -> None:
+    """Kubernetes' CPU limits and Docker's --cpus leave the affinity mask whole; the quota of
+    the process's own group, or of a group above it, is what it may use."""
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    assert cgroup_cpu_limit(tmp_path, membership) == expected
+
+
+def _cpu_cgroup() -> Path | None:
+    """A fresh cgroup of the real cpu controller (v1 or v2), where this machine lets us make one."""
+    for parent in (CGROUP_ROOT / "cpu", CGROUP_ROOT):
+        quota = "cpu.cfs_quota_us" if parent.name == "cpu" else "cpu.max"
+        if not (parent / quota).is_file():
+            continue
+        group = parent / f"landcover-test-{os.getpid()}"
+        try:
+            group.mkdir()
+        except OSError:
+            return None
+        return group
+    return None
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs 2 cores to limit to one")
+def test_a_process_in_a_cgroup_with_one_cpu_of_quota_counts_one_core() -> None:
+    """A real control group with a quota of one CPU (as ``docker run --cpus 1`` makes): the
+    affinity mask still has every core, the process counts one, GDAL gets one thread."""
+    group = _cpu_cgroup()
+    if group is None:
+        pytest.skip("no writable cpu cgroup here (needs root); the file-based cases still run")
+    try:
+        if (group / "cpu.max").is_file():
+            (group / "cpu.max").write_text("100000 100000")
+        else:
+            (group / "cpu.cfs_period_us").write_text("100000")
+            (group / "cpu.cfs_quota_us").write_text("100000")
+        probe = (
+            "import os; from landcover.threads import usable_cores, gdal_threads; "
+            "print(len(os.sched_getaffinity(0)), usable_cores(), gdal_threads())"
+        )
+        result = subprocess.run(
+            [sys.executable, "-c", probe],
+            capture_output=True,
+            text=True,
+            check=True,
+            env={k: v for k, v in os.environ.items() if k != GDAL_ENV},
+            preexec_fn=lambda: (group / "cgroup.procs").write_text(str(os.getpid())),
+        )
+        affinity, cores, gdal = result.stdout.split()
+        assert int(affinity) == len(os.sched_getaffinity(0)) >= 2
+        assert (cores, gdal) == ("1", "1")
+    finally:
+        group.rmdir()
 
 
 def test_gdal_threads_default_to_every_core_and_torch_gets_a_workers_share(
