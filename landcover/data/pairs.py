@@ -70,29 +70,64 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
     Raises:
         DataError: If the manifest is missing, malformed, or lists no pairs.
     """
-    text = read_text(path, "manifest")
+    folder = entry_folder(path)
     rows: list[tuple[TilePair, str | None]] = []
-    folder = path.rsplit("/", 1)[0] if "/" in path else "."
-    with io.StringIO(text) as handle:
-        reader = csv.DictReader(handle)
-        if not reader.fieldnames or not {"image", "label"} <= set(reader.fieldnames):
-            raise DataError(f"{path}: manifest needs the columns image,label[,split]")
-        for line, row in enumerate(reader, start=2):
-            image, label = (row["image"] or "").strip(), (row["label"] or "").strip()
-            if not image or not label:
-                raise DataError(f"{path}: line {line} has an empty image or label")
-            split = (row.get("split") or "").strip() or None
-            if split not in (None, "train", "val", "test"):
-                raise DataError(
-                    f"{path}: line {line}: split must be train, val or test, not {split!r}"
-                )
-            name = Path(image).name.rsplit(".", 1)[0]
-            rows.append(
-                (TilePair(name, resolve_entry(folder, image), resolve_entry(folder, label)), split)
-            )
-    if not rows:
-        raise DataError(f"{path}: manifest lists no pairs")
+    for line, row in manifest_rows(path, ("image", "label"), ("split",), "pairs"):
+        split = row.get("split") or None
+        if split not in (None, "train", "val", "test"):
+            raise DataError(f"{path}: line {line}: split must be train, val or test, not {split!r}")
+        image, label = row["image"], row["label"]
+        name = Path(image).name.rsplit(".", 1)[0]
+        pair = TilePair(name, resolve_entry(folder, image), resolve_entry(folder, label))
+        rows.append((pair, split))
     return rows
+
+
+def manifest_rows(
+    path: str, required: tuple[str, ...], optional: tuple[str, ...] = (), what: str = "rows"
+) -> list[tuple[int, dict[str, str]]]:
+    """The rows of a CSV manifest (training's pairs, predict's tiles), values stripped.
+
+    Args:
+        path: The manifest (local path or URL).
+        required: Columns every row must fill.
+        optional: Columns it may have (named in the message of a missing column).
+        what: What the rows are, for the message of an empty manifest.
+
+    Returns:
+        ``(line, row)`` for each row, ``line`` its line number in the file.
+
+    Raises:
+        DataError: If the manifest is missing or not UTF-8, lacks a required column, has a
+            row with an empty required value, or has no rows.
+    """
+    text = read_text(path, "manifest")
+    reader = csv.DictReader(io.StringIO(text))
+    if not reader.fieldnames or not set(required) <= set(reader.fieldnames):
+        columns = ",".join(required) + "".join(f"[,{name}]" for name in optional)
+        plural = "s" if len(required) + len(optional) > 1 else ""
+        raise DataError(f"{path}: manifest needs the column{plural} {columns}")
+    rows = []
+    for line, row in enumerate(reader, start=2):
+        values = {key: (value or "").strip() for key, value in row.items() if key is not None}
+        if not all(values.get(name) for name in required):
+            raise DataError(f"{path}: line {line} has an empty {' or '.join(required)}")
+        rows.append((line, values))
+    if not rows:
+        raise DataError(f"{path}: manifest lists no {what}")
+    return rows
+
+
+def entry_folder(path: str) -> str:
+    """The folder a list file's or manifest's relative entries are relative to.
+
+    Args:
+        path: The list file or manifest (local path or URL).
+
+    Returns:
+        Its folder (``.`` for a bare file name).
+    """
+    return path.rsplit("/", 1)[0] if "/" in path else "."
 
 
 def read_text(path: str, what: str) -> str:

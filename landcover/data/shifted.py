@@ -50,6 +50,7 @@ from landcover.data.synthetic import (
     tile_origin,
     write_pair,
 )
+from landcover.fileio import atomic_write_text
 
 MIN_SHIFTED_SIZE: int = 128
 """Smallest tile side of the shifted world (a tile must hold a few 8-20 m buildings)."""
@@ -284,8 +285,8 @@ def write_shifted_world(
                 image = render_flight(ground, seen_by, noise)
                 paths = write_pair(out / folder, name, image, label, origin)
                 written.append(WorldTile(name, folder, kind.name, seen_by, *paths))
-    _write_text(out / "flights.csv", _flights_csv(written))
-    _write_text(out / "manifest.csv", _manifest_csv(written, out))
+    atomic_write_text(out / "flights.csv", _flights_csv(written))
+    atomic_write_text(out / "manifest.csv", _manifest_csv(written, out))
     return written
 
 
@@ -308,10 +309,3 @@ def _manifest_csv(tiles: list[WorldTile], out: Path) -> str:
             image, label = t.image.relative_to(out), t.label.relative_to(out)
             lines.append(f"{image.as_posix()},{label.as_posix()},{t.split}")
     return "\n".join(lines) + "\n"
-
-
-def _write_text(path: Path, text: str) -> None:
-    """Writes a text file atomically (temporary file beside it, then rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text)
-    tmp.replace(path)

@@ -19,9 +19,7 @@ against the model's) or each blob's size, and orders the job largest first.
 
 from __future__ import annotations
 
-import csv
 import glob as globlib
-import io
 import os
 import posixpath
 from collections.abc import Callable
@@ -30,7 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from landcover import storage
-from landcover.data.pairs import read_text, resolve_entry
+from landcover.data.pairs import entry_folder, manifest_rows, read_text, resolve_entry
 from landcover.data.raster import open_raster
 from landcover.errors import DataError, LandcoverError
 from landcover.storage.urls import protocol
@@ -91,13 +89,9 @@ def _from_folder(folder: str, image_suffix: str) -> list[str]:
     return images
 
 
-def _folder_of(path: str) -> str:
-    return path.rsplit("/", 1)[0] if "/" in path else "."
-
-
 def _from_list(path: str) -> list[str]:
     text = read_text(path, "list file")
-    folder = _folder_of(path)
+    folder = entry_folder(path)
     tiles = []
     for line in text.splitlines():
         entry = line.strip()
@@ -109,20 +103,11 @@ def _from_list(path: str) -> list[str]:
 
 
 def _from_manifest(path: str) -> list[str]:
-    text = read_text(path, "manifest")
-    folder = _folder_of(path)
-    reader = csv.DictReader(io.StringIO(text))
-    if not reader.fieldnames or "image" not in reader.fieldnames:
-        raise DataError(f"{path}: manifest needs an image column")
-    tiles = []
-    for line, row in enumerate(reader, start=2):
-        image = (row.get("image") or "").strip()
-        if not image:
-            raise DataError(f"{path}: line {line} has an empty image")
-        tiles.append(resolve_entry(folder, image))
-    if not tiles:
-        raise DataError(f"{path}: manifest lists no tiles")
-    return tiles
+    folder = entry_folder(path)
+    return [
+        resolve_entry(folder, row["image"])
+        for _, row in manifest_rows(path, ("image",), what="tiles")
+    ]
 
 
 def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]:

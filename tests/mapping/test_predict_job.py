@@ -675,9 +675,14 @@ def test_inputs_from_folders_globs_lists_and_manifests(tmp_path: Path) -> None:
         resolve_tiles([a, str(other / "x.tif"), str(other / "a_naip.tif")])
     with pytest.raises(DataError, match="list file not found"):
         resolve_tiles([f"@{tmp_path / 'none.txt'}"])
-    with pytest.raises(DataError, match="needs an image column"):
-        (tmp_path / "bad.csv").write_text("path\nx.tif\n")
-        resolve_tiles([str(tmp_path / "bad.csv")])
+    for text, message in (
+        ("path\nx.tif\n", "manifest needs the column image$"),
+        ("image,label\n,x_lc.tif\n", "line 2 has an empty image$"),
+        ("image\n", "manifest lists no tiles$"),
+    ):
+        (tmp_path / "bad.csv").write_text(text)
+        with pytest.raises(DataError, match=message):
+            resolve_tiles([str(tmp_path / "bad.csv")])
     with pytest.raises(DataError, match="no files match"):
         resolve_tiles([str(tmp_path / "*.jp2")])
     # measured: largest first; those that cannot be predicted last, with their error
