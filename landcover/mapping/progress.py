@@ -26,17 +26,23 @@ class JobProgress:
         total_cost: Summed size of the tiles to process (the ETA's unit).
         every_s: Seconds between log lines when not on a terminal.
         enabled: Whether this worker reports (rank 0).
+        refused: Tiles of the job that failed their check before it started (not on the
+            board): counted as finished and failed, so the line's totals match the summary's.
     """
 
-    def __init__(self, board: TileBoard, total_cost: int, every_s: float, enabled: bool) -> None:
+    def __init__(
+        self, board: TileBoard, total_cost: int, every_s: float, enabled: bool, refused: int = 0
+    ) -> None:
         self.board = board
+        self.refused = refused
+        self.total = board.total + refused
         self.total_cost = total_cost
         self.every_s = every_s
         self.enabled = enabled
         self._start = time.perf_counter()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._reporter = ProgressReporter("tiles", board.total, every_s, enabled, remaining=False)
+        self._reporter = ProgressReporter("tiles", self.total, every_s, enabled, remaining=False)
 
     def __enter__(self) -> JobProgress:
         if not self.enabled:
@@ -63,8 +69,8 @@ class JobProgress:
         elapsed = max(time.perf_counter() - self._start, 1e-9)
         rate = counts.pixels_done / 1e6 / elapsed
         text = (
-            f"tiles {counts.finished}/{self.board.total} ({counts.done} predicted, "
-            f"{counts.skipped} skipped, {counts.failed} failed) {rate:.2f} Mpx/s"
+            f"tiles {counts.finished + self.refused}/{self.total} ({counts.done} predicted, "
+            f"{counts.skipped} skipped, {counts.failed + self.refused} failed) {rate:.2f} Mpx/s"
         )
         if not final and counts.cost_done > 0 and counts.finished < self.board.total:
             remaining = max(self.total_cost - counts.cost_finished, 0)
@@ -76,7 +82,7 @@ class JobProgress:
         while not self._stop.wait(interval):
             counts = self.board.counts()
             text = self.line(counts)
-            self._reporter.show(counts.finished, text, text)
+            self._reporter.show(counts.finished + self.refused, text, text)
 
     def close(self) -> None:
         """Stops reporting; logs the final line."""

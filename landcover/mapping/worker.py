@@ -359,7 +359,8 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         if spec.job.fail_fast and len(order) < len(entries):
             board.stop()  # a tile failed its check: nothing starts
         total_cost = sum(entries[i].cost for i in order)
-        with JobProgress(board, total_cost, options.log_every_s, env.is_main):
+        refused = len(entries) - len(order)
+        with JobProgress(board, total_cost, options.log_every_s, env.is_main, refused):
             mine = _work(board, entries, order, ctx)
             gathered = comm.gather(mine, env)  # the last line counts every worker's tiles
         outcome = None

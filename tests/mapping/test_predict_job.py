@@ -622,6 +622,8 @@ def test_list_file_with_missing_and_wrong_band_tiles(
     assert_one_line_error(result, "2 of 4 tiles failed")
     assert len(_failure_lines(result.stderr, "has 3 bands, the checkpoint expects 4")) == 1
     assert len(_failure_lines(result.stderr, "none.tif")) == 1
+    # the progress line counts the two refused before the job started, as the summary does
+    assert "tiles 4/4 (2 predicted, 0 skipped, 2 failed)" in result.stderr
     assert tiles_by_status(out) == {
         "done": {"a7_naip.tif", "f1_naip.tif"},
         "failed": {"rgb.tif", "none.tif"},
