@@ -157,8 +157,9 @@ def predict(
     tiles: Annotated[
         list[str],
         typer.Argument(
-            help="Images: files, globs (quoted), folders, list files (@list.txt or .txt) or "
-            "manifest CSVs (an image column); paths or blob URLs."
+            help="Images: files, globs (quoted), folders (their *_naip.tif files when there "
+            "are some, else every .tif), list files (@list.txt or .txt) or manifest CSVs (an "
+            "image column); paths or blob URLs."
         ),
     ],
     checkpoint: Annotated[

@@ -54,10 +54,12 @@ class Grid:
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
-        """``(left, bottom, right, top)`` in the CRS (north-up grids)."""
+        """``(left, bottom, right, top)`` in the CRS: the envelope of the grid's four corners
+        (rotated and sheared grids too; a north-up grid's own bounds)."""
         a, b, c, d, e, f = self.transform
-        xs = (c, c + a * self.width + b * self.height)
-        ys = (f, f + d * self.width + e * self.height)
+        corners = [(col, row) for col in (0, self.width) for row in (0, self.height)]
+        xs = [c + a * col + b * row for col, row in corners]
+        ys = [f + d * col + e * row for col, row in corners]
         return min(xs), min(ys), max(xs), max(ys)
 
     @property

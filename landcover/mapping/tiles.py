@@ -3,10 +3,13 @@
 Every argument of ``landcover predict`` is one of
 
 - a file (path or blob URL);
-- a glob (``"tiles/*.tif"``, ``"az://naip/md/**/*.tif"``);
+- a glob (``"tiles/*.tif"``, ``"az://naip/md/**/*.tif"``), unless a file of that very name
+  exists (``tile[1].tif``);
 - a folder or blob prefix: every image in it and below; when some file names end with the
   checkpoint's image suffix (``_naip.tif``), only those (so a folder of training pairs gives
-  its images, not its labels), otherwise every ``*.tif``/``*.tiff``;
+  its images, not its labels), otherwise every ``*.tif``/``*.tiff``; the GeoTIFFs such a
+  folder leaves out (other than the images' partners, ``x_lc.tif`` beside ``x_naip.tif``) are
+  named in a warning;
 - a list file (``@tiles.txt``, or any ``.txt``): one path or URL per line, ``#`` comments;
 - a manifest CSV (``.csv``) with an ``image`` column, as ``landcover train`` reads.
 
@@ -20,6 +23,7 @@ against the model's) or each blob's size, and orders the job largest first.
 from __future__ import annotations
 
 import glob as globlib
+import logging
 import os
 import posixpath
 from collections.abc import Callable
@@ -32,6 +36,8 @@ from landcover.data.pairs import entry_folder, manifest_rows, read_text, resolve
 from landcover.data.raster import open_raster
 from landcover.errors import DataError, LandcoverError
 from landcover.storage.urls import protocol
+
+log = logging.getLogger("landcover")
 
 IMAGE_SUFFIXES = (".tif", ".tiff")
 OUTPUT_SUFFIXES = ("_class.tif", "_prob.tif")
@@ -78,7 +84,9 @@ def _from_folder(folder: str, image_suffix: str) -> list[str]:
         if not any(part.startswith(".") for part in rel.split("/"))
     ]
     images = [f for f in files if storage.name(f).endswith(image_suffix)]
-    if not images:
+    if images:
+        _warn_left_out(folder, files, images, image_suffix)
+    else:
         images = [
             f
             for f in files
@@ -87,6 +95,39 @@ def _from_folder(folder: str, image_suffix: str) -> list[str]:
     if not images:
         raise DataError(f"{folder}: no *{image_suffix} or *.tif images in this folder")
     return images
+
+
+def _pair_stem(name: str) -> str:
+    """A file name without its last ``_suffix.ext`` (``m_1_naip.tif``, ``m_1_lc.tif`` -> ``m_1``)."""
+    return name.rsplit("_", 1)[0] if "_" in name else name.rsplit(".", 1)[0]
+
+
+def _warn_left_out(folder: str, files: list[str], images: list[str], suffix: str) -> None:
+    """Names the GeoTIFFs a folder leaves out for not ending in ``suffix``.
+
+    The images' partners (their labels: the same stem, another last ``_suffix``) are not
+    named: a folder mixing ``*_naip.tif`` with other names would lose the others unsaid.
+    """
+    stems = {_pair_stem(storage.name(f)) for f in images}
+    chosen = set(images)
+    left = [
+        storage.name(f)
+        for f in files
+        if f not in chosen
+        and storage.name(f).lower().endswith(IMAGE_SUFFIXES)
+        and not _ours(storage.name(f))
+        and _pair_stem(storage.name(f)) not in stems
+    ]
+    if left:
+        shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")
+        log.warning(
+            "%s: %d GeoTIFF(s) left out, their names do not end in %s (%s): name them as "
+            "arguments or in a list file (@tiles.txt) to map them",
+            folder,
+            len(left),
+            suffix,
+            shown,
+        )
 
 
 def _from_list(path: str) -> list[str]:
@@ -130,7 +171,7 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
     for arg in args:
         if arg.startswith("@"):
             tiles += _from_list(arg[1:])
-        elif globlib.has_magic(arg):
+        elif globlib.has_magic(arg) and not storage.is_file(arg):  # tile[1].tif is a file
             tiles += _from_glob(arg)
         elif arg.lower().endswith(".txt"):
             tiles += _from_list(arg)

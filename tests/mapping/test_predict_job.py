@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import logging
 import os
 import re
 import shutil
@@ -18,6 +19,7 @@ import numpy as np
 import pystac
 import pytest
 import rasterio
+from affine import Affine
 from azurite import apply_env, free_port
 from netns import two_hosts
 from pystac.validation import JsonSchemaSTACValidator, set_validator
@@ -30,6 +32,7 @@ from landcover.config import RunConfig
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 from landcover.inference.options import PredictOptions
+from landcover.inference.results import Grid
 from landcover.mapping.job import run_predict_job
 from landcover.mapping.spec import JobOptions, JobOutcome
 from landcover.mapping.tiles import measure_tiles, resolve_tiles
@@ -645,6 +648,66 @@ def test_several_nodes_need_a_rendezvous_endpoint(tmp_path: Path) -> None:
 
 
 # --- inputs ------------------------------------------------------------------------------------
+
+
+class _Records(logging.Handler):
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.lines: list[str] = []
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.lines.append(record.getMessage())
+
+
+def test_a_folder_names_the_images_it_leaves_out_and_a_bracketed_name_is_a_file(
+    tmp_path: Path,
+) -> None:
+    """A folder of *_naip.tif tiles maps only those (not their labels), and names the other
+    GeoTIFFs it leaves out; a file whose name looks like a glob is that file."""
+    folder = tmp_path / "mixed"
+    folder.mkdir()
+    names = ("a_naip.tif", "a_lc.tif", "m_4709963_se_14_1_20180716.tif", "good.tif", "b[1].tif")
+    for name in names:
+        write_image(folder / name, 16, 16, "EPSG:26918", 1.0, (400000, 4300000), 0)
+    records = _Records()
+    logger = logging.getLogger("landcover")
+    logger.addHandler(records)
+    try:
+        assert resolve_tiles([str(folder)]) == [str(folder / "a_naip.tif")]
+    finally:
+        logger.removeHandler(records)
+    assert len(records.lines) == 1, records.lines
+    line = records.lines[0]
+    assert "3 GeoTIFF(s) left out" in line and "a_lc.tif" not in line
+    for name in ("m_4709963_se_14_1_20180716.tif", "good.tif", "b[1].tif"):
+        assert name in line
+    # an existing file named like a glob is that file, beside a real glob
+    bracket = str(folder / "b[1].tif")
+    assert resolve_tiles([bracket, str(folder / "g*.tif")]) == [bracket, str(folder / "good.tif")]
+    with pytest.raises(DataError, match="no files match"):
+        resolve_tiles([str(folder / "c[1].tif")])  # no such file: a glob that matches nothing
+
+
+def test_the_bounds_of_a_rotated_grid_hold_its_four_corners(tmp_path: Path) -> None:
+    """The STAC item's proj:bbox of a rotated or sheared tile (Grid.bounds) envelops all four
+    corners, not only the first and the last."""
+    for name, turn in (("rotated", Affine.rotation(20)), ("sheared", Affine.shear(15, 10))):
+        transform = Affine(1.0, 0, 350000, 0, -1.0, 4300000) * turn
+        with rasterio.open(
+            tmp_path / f"{name}.tif",
+            "w",
+            driver="GTiff",
+            width=160,
+            height=120,
+            count=1,
+            dtype="uint8",
+            crs="EPSG:26918",
+            transform=transform,
+        ) as ds:
+            grid = Grid.of(ds)
+        corners = [transform * (col, row) for col in (0, 160) for row in (0, 120)]
+        xs, ys = [x for x, _ in corners], [y for _, y in corners]
+        assert grid.bounds == pytest.approx((min(xs), min(ys), max(xs), max(ys)))
 
 
 def test_inputs_from_folders_globs_lists_and_manifests(tmp_path: Path) -> None:
