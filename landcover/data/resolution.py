@@ -15,12 +15,15 @@ target are left as they are.
 from __future__ import annotations
 
 import math
+import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import rasterio
 from affine import Affine
-from rasterio.enums import Resampling
+from rasterio.dtypes import _gdal_typename
+from rasterio.enums import ColorInterp, MaskFlags, Resampling
 from rasterio.errors import CRSError
 from rasterio.vrt import WarpedVRT
 
@@ -192,6 +195,9 @@ def silly_resampling(ds: Any, grid: tuple[Affine, int, int], patch: int) -> str 
 def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resampling) -> Iterator[Any]:
     """A raster seen on another grid of the same CRS, resampled as it is read (window by window).
 
+    A band tagged alpha stays data (:func:`alpha_as_data`): GDAL's warper would take it for the
+    image's mask, and NAIP often tags its NIR band alpha.
+
     Args:
         ds: The open dataset.
         grid: ``(transform, width, height)``; ``None`` yields ``ds`` itself.
@@ -206,12 +212,71 @@ def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resamplin
         yield ds
         return
     transform, width, height = grid
-    with WarpedVRT(
-        ds,
-        crs=ds.crs,
-        transform=transform,
-        width=width,
-        height=height,
-        resampling=resampling,
-    ) as vrt:
+    flags = ds.mask_flag_enums[0]
+    masked = MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
+    # a file with an internal mask and no nodata value (JPEG-compressed NAIP): the warper's
+    # pixels outside the mask get nodata 0 in every band (GDAL moves a valid 0 to 1), which
+    # nodata_mask reads; without it they were zeros counted as data
+    extra = {"nodata": 0} if masked and all(v is None for v in ds.nodatavals) else {}
+    with (
+        alpha_as_data(ds) as source,
+        WarpedVRT(
+            source,
+            crs=ds.crs,
+            transform=transform,
+            width=width,
+            height=height,
+            resampling=resampling,
+            **extra,
+        ) as vrt,
+    ):
+        yield vrt
+
+
+@contextmanager
+def alpha_as_data(ds: Any) -> Iterator[Any]:
+    """The dataset with no band tagged alpha: a VRT over it, the alpha band tagged undefined.
+
+    rasterio's :class:`~rasterio.vrt.WarpedVRT` hands GDAL's warper the band tagged alpha as
+    the source's mask, and there is no option to stop it. NAIP files often tag their NIR band
+    alpha (and rasterio tags a 4-band uint8 GeoTIFF's fourth band alpha by default), so every
+    pixel with NIR = 0 (deep water) came out of a resampled read as no-data: all bands 0 (or
+    the nodata value). The VRT keeps each band's nodata value and the file's own per-dataset
+    mask, if it has one; what it reads is the file's pixels, unchanged.
+
+    Args:
+        ds: The open dataset.
+
+    Yields:
+        ``ds`` itself when no band is tagged alpha, else the VRT.
+    """
+    alpha = {i for i, c in enumerate(ds.colorinterp, start=1) if c == ColorInterp.alpha}
+    if not alpha:
+        yield ds
+        return
+    root = ET.Element("VRTDataset", rasterXSize=str(ds.width), rasterYSize=str(ds.height))
+    if ds.crs is not None:
+        ET.SubElement(root, "SRS").text = ds.crs.to_wkt()
+    ET.SubElement(root, "GeoTransform").text = ", ".join(repr(v) for v in ds.transform.to_gdal())
+
+    def source(parent: ET.Element, band: str) -> None:
+        simple = ET.SubElement(parent, "SimpleSource")
+        ET.SubElement(simple, "SourceFilename", relativeToVRT="0").text = ds.name
+        ET.SubElement(simple, "SourceBand").text = band
+
+    for index, dtype, nodata, interp in zip(
+        ds.indexes, ds.dtypes, ds.nodatavals, ds.colorinterp, strict=True
+    ):
+        band = ET.SubElement(root, "VRTRasterBand", dataType=_gdal_typename(dtype), band=str(index))
+        if nodata is not None:
+            ET.SubElement(band, "NoDataValue").text = repr(float(nodata))
+        ET.SubElement(band, "ColorInterp").text = (
+            "Undefined" if index in alpha else interp.name.capitalize()
+        )
+        source(band, str(index))
+    flags = ds.mask_flag_enums[0]
+    if MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags:  # an internal mask
+        mask = ET.SubElement(ET.SubElement(root, "MaskBand"), "VRTRasterBand", dataType="Byte")
+        source(mask, "mask,1")
+    with rasterio.open(ET.tostring(root, encoding="unicode")) as vrt:
         yield vrt

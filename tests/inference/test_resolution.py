@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -18,11 +19,14 @@ import rasterio
 import torch
 import yaml
 from affine import Affine
+from rasterio.enums import ColorInterp, Resampling
 from scipy.ndimage import map_coordinates
 
 from landcover.classes import resolve_mapping
 from landcover.data.memory import load_tiles
 from landcover.data.pairs import discover_pairs
+from landcover.data.raster import nodata_mask
+from landcover.data.resolution import on_grid
 from landcover.data.synthetic import synthesize_scene, write_pair
 
 from conftest import TINY_CONFIG, run_cli, train_args
@@ -240,6 +244,91 @@ def test_far_off_tile_warns_once(checkpoint: Path, scene: dict[str, Path], tmp_p
     assert str(scene["2.5"]) in warnings[0]
     assert re.search(r"2\.5 m pixels, more than 2x off the 1 m", warnings[0]), warnings[0]
     assert grid_of(tmp_path / "maps" / "scene25m_naip_class.tif") == grid_of(scene["2.5"])
+
+
+def _write_4band(path: Path, image: np.ndarray, transform: Affine, **extra: Any) -> None:
+    profile = {"driver": "GTiff", "height": image.shape[1], "width": image.shape[2]}
+    with rasterio.open(
+        path, "w", **profile, count=4, dtype="uint8", crs=CRS, transform=transform, **extra
+    ) as dst:
+        dst.write(image)
+
+
+@pytest.mark.parametrize("nodata", [None, 0, 255])
+def test_a_nir_band_tagged_alpha_stays_data_on_another_grid(tmp_path: Path, nodata) -> None:
+    """rasterio tags a 4-band uint8 GeoTIFF's fourth band alpha, as many NAIP files are; GDAL's
+    warper took it for the mask, so resampled pixels with NIR = 0 (deep water) became no-data.
+    Read at twice the pixels by nearest, each pixel must be its 2 x 2 block, unchanged."""
+    rng = np.random.default_rng(7)
+    image = rng.integers(1, 250, size=(4, 32, 32), dtype=np.uint8)
+    image[3, 4:12, 4:12] = 0  # NIR = 0 beside data in R, G, B
+    image[3, 20:24, :] = rng.integers(0, 3, size=(4, 32))  # NIR about 0: no partial weights
+    path = tmp_path / "alpha.tif"
+    _write_4band(path, image, Affine(1.0, 0, ORIGIN[0], 0, -1.0, ORIGIN[1]), nodata=nodata)
+    fine = (Affine(0.5, 0, ORIGIN[0], 0, -0.5, ORIGIN[1]), 64, 64)
+    with rasterio.open(path) as ds:
+        assert ds.colorinterp[3] == ColorInterp.alpha  # the case under test
+        with on_grid(ds, fine, Resampling.nearest) as vrt:
+            read = vrt.read()
+            nodata_read = nodata_mask(vrt)
+    expected = image.repeat(2, axis=1).repeat(2, axis=2)
+    if nodata == 0:  # GDAL may move a valid band value equal to nodata off it (0 -> 1)
+        zero = expected == 0
+        assert np.all(read[zero] <= 1)
+        np.testing.assert_array_equal(read[~zero], expected[~zero])
+    else:
+        np.testing.assert_array_equal(read, expected)
+    assert not nodata_read.any()
+
+
+def test_an_internal_mask_is_no_data_on_another_grid(tmp_path: Path) -> None:
+    """A file with an internal mask and no nodata value (as JPEG-compressed NAIP has): its
+    masked pixels are no-data when read on another grid, not zeros counted as data."""
+    rng = np.random.default_rng(8)
+    image = rng.integers(1, 250, size=(4, 32, 32), dtype=np.uint8)
+    valid = np.ones((32, 32), dtype=bool)
+    valid[:, 20:] = False
+    path = tmp_path / "masked.tif"
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        height=32,
+        width=32,
+        count=4,
+        dtype="uint8",
+        crs=CRS,
+        transform=Affine(1.0, 0, ORIGIN[0], 0, -1.0, ORIGIN[1]),
+        photometric="MINISBLACK",
+    ) as dst:
+        dst.write(image)
+        dst.write_mask(valid.astype(np.uint8) * 255)
+    fine = (Affine(0.5, 0, ORIGIN[0], 0, -0.5, ORIGIN[1]), 64, 64)
+    with rasterio.open(path) as ds, on_grid(ds, fine, Resampling.nearest) as vrt:
+        read = vrt.read()
+        nodata_read = nodata_mask(vrt)
+    expected_nodata = ~valid.repeat(2, axis=0).repeat(2, axis=1)
+    np.testing.assert_array_equal(nodata_read, expected_nodata)
+    expected = image.repeat(2, axis=1).repeat(2, axis=2)
+    np.testing.assert_array_equal(read[:, ~expected_nodata], expected[:, ~expected_nodata])
+
+
+def test_predict_keeps_nir_zero_pixels_of_a_resampled_tile(
+    checkpoint: Path, scene: dict[str, Path], tmp_path: Path
+) -> None:
+    """The 0.6 m tile (mapped at the model's 1 m) with a block of NIR = 0: every pixel with
+    data in the input has a class in the map."""
+    with rasterio.open(scene["0.6"]) as ds:
+        image, transform = ds.read(), ds.transform
+    image[3, 100:160, 100:160] = 0
+    tile = tmp_path / "tiles" / "water_naip.tif"
+    tile.parent.mkdir()
+    _write_4band(tile, image, transform, nodata=0)
+    predict(checkpoint, tmp_path / "maps", tile)
+    classes, _ = read_map(tmp_path / "maps" / "water_naip_class.tif")
+    has_data = np.any(image != 0, axis=0)
+    assert has_data[100:160, 100:160].all()
+    assert np.all(classes[has_data] != 255), int(np.sum(classes[has_data] == 255))
 
 
 def test_old_checkpoint_predicts_natively(
