@@ -54,8 +54,10 @@ class Grid:
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
-        """``(left, bottom, right, top)`` in the CRS: the envelope of the grid's four corners
-        (rotated and sheared grids too; a north-up grid's own bounds)."""
+        """``(left, bottom, right, top)`` in the CRS: the envelope of the four corners.
+
+        Rotated and sheared grids too; a north-up grid's own bounds.
+        """
         a, b, c, d, e, f = self.transform
         corners = [(col, row) for col in (0, self.width) for row in (0, self.height)]
         xs = [c + a * col + b * row for col, row in corners]

@@ -289,18 +289,21 @@ def test_an_internal_mask_is_no_data_on_another_grid(tmp_path: Path) -> None:
     valid = np.ones((32, 32), dtype=bool)
     valid[:, 20:] = False
     path = tmp_path / "masked.tif"
-    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(
-        path,
-        "w",
-        driver="GTiff",
-        height=32,
-        width=32,
-        count=4,
-        dtype="uint8",
-        crs=CRS,
-        transform=Affine(1.0, 0, ORIGIN[0], 0, -1.0, ORIGIN[1]),
-        photometric="MINISBLACK",
-    ) as dst:
+    with (
+        rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True),
+        rasterio.open(
+            path,
+            "w",
+            driver="GTiff",
+            height=32,
+            width=32,
+            count=4,
+            dtype="uint8",
+            crs=CRS,
+            transform=Affine(1.0, 0, ORIGIN[0], 0, -1.0, ORIGIN[1]),
+            photometric="MINISBLACK",
+        ) as dst,
+    ):
         dst.write(image)
         dst.write_mask(valid.astype(np.uint8) * 255)
     fine = (Affine(0.5, 0, ORIGIN[0], 0, -0.5, ORIGIN[1]), 64, 64)
