@@ -39,7 +39,13 @@ from landcover.inference.results import ClassCounts, Grid, TileResult
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
-from landcover.inference.writers import CLASS_NODATA, MapWriter, error_reason, scratch_folder
+from landcover.inference.writers import (
+    CLASS_NODATA,
+    MapWriter,
+    error_reason,
+    ground_control,
+    scratch_folder,
+)
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
 
@@ -188,7 +194,7 @@ class TileMapper:
                 width,
                 height,
                 math.hypot(src.transform.a, src.transform.d),  # a rotated grid's too
-                src.crs or "no CRS (the maps keep its pixel grid)",
+                src.crs or _no_crs(src),
                 ""
                 if work is None
                 else f", predicted at {work[1]} x {work[2]} px ({self.resolution.describe()})",
@@ -357,3 +363,11 @@ class _Progress:
             rows_done * self.width / 1e6 / (now - self.start),
             (now - self.start) * (1 - done) / max(done, 1e-9),
         )
+
+
+def _no_crs(src: Any) -> str:
+    """How a tile without a CRS is mapped, for its log line."""
+    gcps = ground_control(src)
+    if gcps is None:
+        return "no CRS (the maps keep its pixel grid)"
+    return f"no CRS but {len(gcps[0])} GCPs in {gcps[1] or 'no CRS'} (the maps keep them)"

@@ -24,11 +24,14 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import rasterio
 import rasterio.shutil
 from rasterio._err import CPLE_BaseError
+from rasterio.control import GroundControlPoint
+from rasterio.crs import CRS
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
@@ -164,6 +167,20 @@ def scratch_folder(near: Path) -> Iterator[Path]:
         shutil.rmtree(folder, ignore_errors=True)
 
 
+def ground_control(src: Any) -> tuple[list[GroundControlPoint], CRS] | None:
+    """A raster's ground control points where they are its only georeferencing.
+
+    Args:
+        src: The open raster.
+
+    Returns:
+        ``(gcps, crs)`` for a raster with GCPs and no CRS of its own (a scan or an
+        unrectified image), else None.
+    """
+    points, crs = src.gcps
+    return (list(points), crs) if points and src.crs is None else None
+
+
 class MapWriter:
     """Writes the class map and the probability map of one tile, strip by strip.
 
@@ -225,6 +242,9 @@ class MapWriter:
             self.cls = rasterio.open(
                 self.class_path, "w", **base, count=1, dtype="uint8", nodata=CLASS_NODATA
             )
+            gcps = ground_control(src)
+            if gcps is not None:  # georeferenced by GCPs alone: the maps keep them
+                self.cls.gcps = gcps
             self.cls.write_colormap(1, class_colormap(mapping))
             self.cls.update_tags(**meta, **{f"CLASS_{i}": n for i, n in enumerate(names)})
             self.cls.set_band_description(1, "class")
@@ -238,6 +258,8 @@ class MapWriter:
                     "photometric": "MINISBLACK",
                 }
                 self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
+                if gcps is not None:
+                    self.prob.gcps = gcps
                 self.prob.update_tags(
                     **meta, PROBABILITY_SCALE="255" if np.dtype(prob_dtype) == np.uint8 else "1"
                 )

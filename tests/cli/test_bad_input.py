@@ -7,6 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+from rasterio.control import GroundControlPoint
+from rasterio.crs import CRS
 from rasterio.transform import Affine
 
 from conftest import assert_one_line_error, relabel_in_albers, run_cli
@@ -316,6 +318,37 @@ def test_a_tile_without_georeferencing_is_mapped_without_library_warnings(
     assert "no CRS (the maps keep its pixel grid)" in result.stderr
     assert "Warning" not in result.stderr and "site-packages" not in result.stderr
     assert (out / "plain_naip_class.tif").exists()
+
+
+def test_a_tile_georeferenced_by_gcps_alone_keeps_them_in_its_maps(
+    data: Path, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """GCPs and no geotransform (a scan, an unrectified image): the class and probability
+    maps carry the tile's GCPs and their CRS, so GIS software places them as the input."""
+    tile = tmp_path / "scan_naip.tif"
+    with rasterio.open(data / "synth_000_naip.tif") as src:
+        pixels = src.read()
+    h, w = pixels.shape[1:]
+    gcps = [
+        GroundControlPoint(row, col, 400000.0 + 1.1 * col, 4300000.0 - 0.9 * row, id=f"p{i}")
+        for i, (row, col) in enumerate(((0, 0), (0, w), (h, 0), (h, w)))
+    ]
+    with rasterio.open(
+        tile, "w", driver="GTiff", width=w, height=h, count=pixels.shape[0], dtype="uint8",
+    ) as dst:  # fmt: skip
+        dst.write(pixels)
+        dst.gcps = (gcps, CRS.from_epsg(26918))
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(tile), "-k", str(quick_checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert "no CRS but 4 GCPs in EPSG:26918 (the maps keep them)" in result.stderr
+    for name in ("scan_naip_class.tif", "scan_naip_prob.tif"):
+        with rasterio.open(out / name) as ds:
+            points, crs = ds.gcps
+        assert crs == CRS.from_epsg(26918), name
+        assert [(p.row, p.col, p.x, p.y) for p in points] == [
+            (p.row, p.col, p.x, p.y) for p in gcps
+        ], name
 
 
 def test_a_library_warning_is_one_log_line(capfd: pytest.CaptureFixture) -> None:
