@@ -168,6 +168,7 @@ def data_prepare(
         float, typer.Option(min=0.0, max=1.0, help="Drop tiles with fewer labelled pixels.")
     ] = 0.5,
     classes: ClassesOption = "chesapeake7",
+    bands: BandsOption = 4,
 ) -> None:
     """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
     from landcover.data.prepare import prepare_tiles
@@ -175,5 +176,7 @@ def data_prepare(
 
     mapping = class_mapping(classes)
     check_output_folder(out)
-    summary = prepare_tiles(images, labels, out, mapping, tile_size, min_valid, echo=typer.echo)
+    summary = prepare_tiles(
+        images, labels, out, mapping, tile_size, min_valid, echo=typer.echo, bands=bands
+    )
     typer.echo(summary.line(min_valid))

@@ -134,7 +134,12 @@ def _check_label(path: str, ds: Any) -> None:
         raise DataError(f"{path}: label raster has no CRS, so it cannot be aligned with imagery")
 
 
-def _check_image(path: str, ds: Any) -> None:
+def _check_image(path: str, ds: Any, bands: int | None) -> None:
+    if bands is not None and ds.count != bands:
+        raise DataError(
+            f"{path}: has {ds.count} bands, expected {bands} (--bands; data.bands of the "
+            "config that will train on the tiles)"
+        )
     if ds.dtypes[0] != "uint8":
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
     if ds.crs is None:
@@ -225,7 +230,7 @@ def _open_labels(stack: ExitStack, labels: Sequence[str]) -> list[_Raster]:
     return opened
 
 
-def _check_images(images: Sequence[str], labels: list[_Raster]) -> None:
+def _check_images(images: Sequence[str], labels: list[_Raster], bands: int | None) -> None:
     """Checks every image (one open at a time) before anything is written."""
     stems: dict[str, str] = {}
     for path in images:
@@ -234,7 +239,7 @@ def _check_images(images: Sequence[str], labels: list[_Raster]) -> None:
             raise DataError(f"{path}: same file name as {stems[stem]}; tile names would collide")
         stems[stem] = path
         with open_raster(path) as ds:
-            _check_image(path, ds)
+            _check_image(path, ds, bands)
             if not any(label_window(lab.ds, ds) is not None for lab in labels):
                 raise DataError(f"{path}: none of the {len(labels)} label raster(s) overlaps it")
 
@@ -251,6 +256,7 @@ def prepare_tiles(
     tile_size: int = 2048,
     min_valid: float = 0.5,
     echo: Callable[[str], None] | None = None,
+    bands: int | None = None,
 ) -> PrepareSummary:
     """Cuts images into tiles with labels on each tile's exact grid, and writes a manifest.
 
@@ -264,12 +270,14 @@ def prepare_tiles(
         min_valid: Tiles with a smaller fraction of labelled pixels (also excluding image
             no-data) are dropped.
         echo: Called with a progress line after each image.
+        bands: Bands every image must have (None: any count).
 
     Returns:
         What was written and dropped.
 
     Raises:
-        DataError: If an input is missing, unreadable or not georeferenced, an image overlaps
+        DataError: If an input is missing, unreadable or not georeferenced, an image has
+            other than ``bands`` bands, an image overlaps
             no label raster, two images share a file name, or a label holds codes outside
             the mapping.
     """
@@ -288,7 +296,7 @@ def prepare_tiles(
     summary = PrepareSummary(out)
     with ExitStack() as stack:
         opened_labels = _open_labels(stack, labels)
-        _check_images(images, opened_labels)
+        _check_images(images, opened_labels, bands)
         for path in images:
             start = time.perf_counter()
             before = (len(summary.written), len(summary.dropped))

@@ -233,6 +233,25 @@ def test_image_without_overlapping_labels_writes_nothing(tmp_path: Path) -> None
     assert_one_line_error(result, str(image), "none of the 1 label raster(s) overlaps it")
 
 
+def test_an_image_with_other_bands_than_asked_is_refused_before_writing(tmp_path: Path) -> None:
+    """A 3-band image (the model expects 4 by default, as data check and train do) is refused
+    before any tile is written; --bands 3 takes it."""
+    grid = Affine(1.0, 0.0, 500_000, 0.0, -1.0, 4_000_000)
+    image = _write_image(tmp_path / "rgb.tif", np.full((3, 64, 64), 90, np.uint8), UTM18, grid)
+    label = _write_label(tmp_path / "rgb_lc.tif", np.full((64, 64), 2, np.uint8), UTM18, grid)
+    out = tmp_path / "tiles"
+    args = ("data", "prepare", "--images", str(image), "--labels", str(label), "--out", str(out))
+    result = run_cli(*args, "--tile-size", "32")
+    assert_one_line_error(result, str(image), "has 3 bands, expected 4")
+    assert not list(out.glob("*.tif"))
+    result = run_cli(*args, "--tile-size", "32", "--bands", "3")
+    assert result.returncode == 0, result.stderr
+    written = sorted(out.glob("*_naip.tif"))
+    assert len(written) == 4
+    with rasterio.open(written[0]) as ds:
+        assert ds.count == 3
+
+
 def test_unknown_label_codes_name_the_label_file(tmp_path: Path) -> None:
     pixels = np.full((4, 64, 64), 90, dtype=np.uint8)
     grid = Affine(1.0, 0.0, 500_000, 0.0, -1.0, 4_000_000)
