@@ -12,6 +12,7 @@ import shutil
 import time
 import traceback
 from concurrent.futures import Future
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -25,6 +26,7 @@ from landcover.allocator import tune_allocator
 from landcover.diskerrors import OutputError
 from landcover.errors import DataError, LandcoverError, first_line
 from landcover.fileio import remove_stale_temporaries
+from landcover.folderlock import folder_lock
 from landcover.inference.loader import InferenceModel, load_inference_model
 from landcover.inference.options import PredictOptions
 from landcover.inference.predict import TileMapper
@@ -327,7 +329,10 @@ def job_worker(spec: JobSpec) -> JobOutcome:
     if env.distributed:  # torch's threads: each worker's share of this node's cores
         torch.set_num_threads(core_share(env.local_world_size))
     comm.join(env, spec.job.timeout_s)
+    lock = ExitStack()
     try:
+        if env.is_main and not storage.is_remote(out):  # before its temporaries are cleaned
+            lock.enter_context(folder_lock(out))
         started = time.perf_counter()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         entries = _shared_entries(spec, env)
@@ -382,4 +387,5 @@ def job_worker(spec: JobSpec) -> JobOutcome:
             outcome = _finish(records, ctx, job)
         return comm.broadcast(outcome, env)
     finally:
+        lock.close()
         comm.leave()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import logging
 import os
+from contextlib import ExitStack
 from typing import Any
 
 import torch
@@ -16,6 +17,7 @@ import torch
 from landcover.allocator import tune_allocator
 from landcover.config import Config, config_from_dict
 from landcover.errors import PeerFailureError, first_line
+from landcover.folderlock import folder_lock
 from landcover.logs import setup_logging
 from landcover.parallel.devices import resolve_device
 from landcover.parallel.engines import engine_for
@@ -59,7 +61,10 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
         f", restart {restart} of the worker group" if restart else "",
     )
     engine.join(env, config.run, device)
+    lock = ExitStack()
     try:
+        if env.rank == 0:  # the worker that cleans the run folder's temporaries
+            lock.enter_context(folder_lock(RunFolder(config.run.out).local))
         record = Trainer(config, env, engine, device).run()
         return record.to_dict() if record is not None else {}
     except Exception as exc:
@@ -71,6 +76,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
             f"hung or did not answer within run.timeout_s={config.run.timeout_s:g} s"
         ) from None
     finally:
+        lock.close()
         engine.leave()
 
 
