@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import signal
 import sys
 from typing import Annotated, Any
 
@@ -25,6 +26,8 @@ from landcover.commands.options import (
 from landcover.errors import LandcoverError
 from landcover.registry import engine_help
 
+INTERRUPTED = "interrupted by SIGINT (rerun the same command to resume)"
+
 
 class RedactingGroup(TyperGroup):
     """The command group, whose usage errors are redacted before they are laid out.
@@ -44,12 +47,19 @@ class RedactingGroup(TyperGroup):
             raise
 
     def invoke(self, ctx: typer.Context) -> Any:
-        """The group's own, with a usage error's message redacted (see the class)."""
+        """The group's own, with a usage error's message redacted (see the class).
+
+        Ctrl-C in a command of one process says so in one line (typer would exit 130 without
+        a word, after the progress line of a job that looked finished).
+        """
         try:
             return super().invoke(ctx)
         except typer.TyperException as exc:
             exc.message = redaction.redact(exc.message)
             raise
+        except KeyboardInterrupt:
+            print(f"error: {INTERRUPTED}", file=sys.stderr)
+            raise typer.Exit(128 + signal.SIGINT) from None
 
 
 app = typer.Typer(
@@ -341,8 +351,8 @@ def main() -> None:
         print(f"error: {redaction.redact(str(translated))}", file=sys.stderr)
         sys.exit(translated.exit_code)
     except KeyboardInterrupt:
-        print("interrupted", file=sys.stderr)
-        sys.exit(130)
+        print(f"error: {INTERRUPTED}", file=sys.stderr)
+        sys.exit(128 + signal.SIGINT)
 
 
 if __name__ == "__main__":

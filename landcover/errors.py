@@ -37,6 +37,23 @@ class LandcoverError(Exception):
     exit_code: int = 2
 
 
+class SignalledError(LandcoverError):
+    """The command was stopped by a signal (Ctrl-C, a scheduler's SIGTERM).
+
+    Its exit code is the shell's for a process killed by that signal, 128 + the signal's
+    number (130 for SIGINT, 143 for SIGTERM), so a scheduler tells a pre-emption from a
+    user error (2).
+
+    Args:
+        message: The one-line message.
+        signum: The signal's number.
+    """
+
+    def __init__(self, message: str, signum: int) -> None:
+        super().__init__(message)
+        self.exit_code = 128 + int(signum)
+
+
 class DataError(LandcoverError):
     """A data file is missing, unreadable or does not match the configuration."""
 

@@ -53,8 +53,8 @@ class JobProgress:
         self._thread.start()
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        self.close(stopped=exc_type is not None)
 
     def line(self, counts: BoardCounts, final: bool = False) -> str:
         """The progress line for some counts.
@@ -84,8 +84,13 @@ class JobProgress:
             text = self.line(counts)
             self._reporter.show(counts.finished + self.refused, text, text)
 
-    def close(self) -> None:
-        """Stops reporting; logs the final line."""
+    def close(self, stopped: bool = False) -> None:
+        """Stops reporting; logs the final line.
+
+        Args:
+            stopped: The job was stopped (an error, Ctrl-C): the line says so, not that the
+                job took that long.
+        """
         if not self.enabled or self._stop.is_set():
             return
         self._stop.set()
@@ -93,4 +98,5 @@ class JobProgress:
             self._thread.join()
         self._reporter.stop()
         elapsed = clock(time.perf_counter() - self._start)
-        log.info("%s in %s", self.line(self.board.counts(), final=True), elapsed)
+        ending = "stopped after" if stopped else "in"
+        log.info("%s %s %s", self.line(self.board.counts(), final=True), ending, elapsed)

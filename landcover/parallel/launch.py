@@ -37,7 +37,7 @@ from torch.distributed.elastic.metrics import MetricData, MetricHandler
 
 from landcover.config import RunConfig
 from landcover.diskerrors import uncaught_output_error
-from landcover.errors import LandcoverError, PeerFailureError, first_line
+from landcover.errors import LandcoverError, PeerFailureError, SignalledError, first_line
 from landcover.redaction import install as install_redaction
 from landcover.redaction import redact
 
@@ -306,9 +306,10 @@ def launch_workers(
         try:
             return elastic_launch(config, _guarded)(fn, *args)
         except SignalException as exc:
-            raise LandcoverError(
+            raise SignalledError(
                 f"interrupted by {exc.sigval.name}; workers stopped (rerun the same command to "
-                "resume from the last checkpoint)"
+                "resume)",
+                exc.sigval,
             ) from None
         except ChildFailedError as exc:
             raise LandcoverError(_failure_message(exc, error_dir)) from None
