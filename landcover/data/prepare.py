@@ -37,7 +37,7 @@ from landcover.data.align import (
 )
 from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
-from landcover.fileio import atomic_write_text, make_temp_beside
+from landcover.fileio import atomic_write_text, make_temp_beside, remove_stale_temporaries
 
 BLOCK = 256
 """GeoTIFF block size of the written tiles."""
@@ -294,6 +294,7 @@ def prepare_tiles(
     out = Path(out)
     table = mapping.lookup_table()
     summary = PrepareSummary(out)
+    remove_stale_temporaries(out)  # a killed run's half-written tiles
     with ExitStack() as stack:
         opened_labels = _open_labels(stack, labels)
         _check_images(images, opened_labels, bands)

@@ -233,7 +233,9 @@ def test_image_without_overlapping_labels_writes_nothing(tmp_path: Path) -> None
     assert_one_line_error(result, str(image), "none of the 1 label raster(s) overlaps it")
 
 
-def test_an_image_with_other_bands_than_asked_is_refused_before_writing(tmp_path: Path) -> None:
+def test_an_image_with_other_bands_than_asked_is_refused_and_a_rerun_cleans_up(
+    tmp_path: Path,
+) -> None:
     """A 3-band image (the model expects 4 by default, as data check and train do) is refused
     before any tile is written; --bands 3 takes it."""
     grid = Affine(1.0, 0.0, 500_000, 0.0, -1.0, 4_000_000)
@@ -244,8 +246,12 @@ def test_an_image_with_other_bands_than_asked_is_refused_before_writing(tmp_path
     result = run_cli(*args, "--tile-size", "32")
     assert_one_line_error(result, str(image), "has 3 bands, expected 4")
     assert not list(out.glob("*.tif"))
+    stale = out / ".rgb_r000_c000_naip.tif.k1ll3d.tmp"  # a killed run's half-written tile
+    out.mkdir(exist_ok=True)
+    stale.write_bytes(b"II*\x00")
     result = run_cli(*args, "--tile-size", "32", "--bands", "3")
     assert result.returncode == 0, result.stderr
+    assert not stale.exists()
     written = sorted(out.glob("*_naip.tif"))
     assert len(written) == 4
     with rasterio.open(written[0]) as ds:
