@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from landcover import storage
 from landcover.checkpoint import Checkpoint
 from landcover.parallel.engine import Engine
 from landcover.training.runfolder import RunFolder
@@ -127,6 +128,28 @@ def write_epoch_checkpoints(
     epochs = [n for n in folder.checkpoint_names() if n.startswith("epoch-")]
     for old in epochs[: max(0, len(epochs) - keep_last)]:
         folder.remove_checkpoint(old)
+
+
+def restore_best(folder: RunFolder, resumed: str) -> bool:
+    """Writes ``best.pt`` again from the checkpoint resumed from, if it was the best epoch.
+
+    Only where ``best.pt`` is not that checkpoint already. ``last.pt`` is written before ``best.pt``: a run stopped between the two (a full disk, a
+    kill) resumes with that epoch's best mIoU already counted, and no later epoch need beat
+    it, so ``best.pt`` would stay missing, or an older epoch's.
+
+    Args:
+        folder: The run folder.
+        resumed: The checkpoint resumed from, whose record says it was the best.
+
+    Returns:
+        Whether ``best.pt`` was written.
+    """
+    data = storage.read_bytes(resumed)
+    best = folder.url_of("checkpoints", "best.pt")
+    if storage.exists(best) and storage.read_bytes(best) == data:
+        return False
+    folder.write_checkpoint("best.pt", data)
+    return True
 
 
 def find_resume_checkpoint(folder: RunFolder) -> str | None:

@@ -89,3 +89,22 @@ def test_a_run_without_last_pt_resumes_from_its_newest_epoch_checkpoint(
         json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()
     ]
     assert epochs == [1, 2, 3]
+
+
+def test_a_run_stopped_between_last_pt_and_best_pt_writes_best_pt_on_resume(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """last.pt is written before best.pt: a run stopped between the two (a full disk, a kill)
+    resumed with that epoch's best mIoU counted, so best.pt stayed missing unless a later
+    epoch beat it. The rerun writes it again from the epoch it resumes from."""
+    run = tmp_path / "run"
+    args = ("train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run))
+    common = ("--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1")
+    assert run_cli(*args, *common, "--epochs", "1").returncode == 0
+    checkpoints = run / "checkpoints"
+    last = (checkpoints / "last.pt").read_bytes()
+    assert (checkpoints / "best.pt").read_bytes() == last  # the first validated epoch is best
+    (checkpoints / "best.pt").unlink()  # stopped before its write
+    result = run_cli(*args, *common, "--epochs", "1")  # nothing left to train: resume only
+    assert result.returncode == 0, result.stderr
+    assert (checkpoints / "best.pt").read_bytes() == last
