@@ -50,6 +50,7 @@ def test_a_second_predict_into_a_held_folder_stops_and_leaves_its_temporaries(
     assert result.returncode == 0, result.stderr
     assert (out / "synth_000_naip_class.tif").is_file()
     assert not live.exists() and not (out / ".summary.json.abc.tmp").exists()
+    assert not (out / ".landcover.lock").exists()  # a finished job leaves no lock file
 
 
 def test_a_second_train_into_a_held_run_folder_stops_and_leaves_its_checkpoints(

@@ -282,7 +282,10 @@ def _write_outputs(
 def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> JobOutcome:
     """Rank 0's end of the job: outputs written, totals logged, the outcome."""
     count = {s: sum(r.status == s for r in records) for s in ("done", "skipped", "failed")}
-    first = next((r.error for r in records if r.status == "failed"), None)
+    # the first failure logged: a tile refused before the job (no worker handled it; those
+    # come last in the largest-first order) before one that failed while predicted
+    failed = sorted((r for r in records if r.status == "failed"), key=lambda r: r.rank is not None)
+    first = failed[0].error if failed else None
     summary, error = None, None
     try:
         summary, files = _write_outputs(records, ctx, job)

@@ -616,20 +616,28 @@ def test_list_file_with_missing_and_wrong_band_tiles(
     profile.update(count=3)
     with rasterio.open(tmp_path / "rgb.tif", "w", **profile) as ds:
         ds.write(rgb)
+    bad = write_image(tmp_path / "bad.tif", 256, 256, "EPSG:26918", 1.0, (402000, 4300000), 9)
+    bad.write_bytes(bad.read_bytes()[: bad.stat().st_size // 2])  # fails while predicted
     listing = tmp_path / "tiles.txt"
     listing.write_text(
-        f"# tiles of the job\n{region / 'a7_naip.tif'}\nrgb.tif\n\nnone.tif\n{region / 'f1_naip.tif'}\n"
+        f"# tiles of the job\n{region / 'a7_naip.tif'}\nrgb.tif\n\nnone.tif\n"
+        f"{region / 'f1_naip.tif'}\nbad.tif\n"
     )
     out = tmp_path / "maps"
     result = predict(f"@{listing}", "--checkpoint", str(checkpoint), "--out", str(out))
-    assert_one_line_error(result, "2 of 4 tiles failed")
+    line = assert_one_line_error(result, "3 of 5 tiles failed")
     assert len(_failure_lines(result.stderr, "has 3 bands, the checkpoint expects 4")) == 1
     assert len(_failure_lines(result.stderr, "none.tif")) == 1
+    assert len(_failure_lines(result.stderr, "bad.tif")) == 1
+    # the error's "first:" is the first failure the log showed (the refused tiles come
+    # before the job starts), not the one the largest-first order puts first
+    logged = re.search(r"tile \d+ of 5 failed: (.*)", result.stderr)
+    assert logged and f"(first: {logged.group(1)})" in line, (line, result.stderr)
     # the progress line counts the two refused before the job started, as the summary does
-    assert "tiles 4/4 (2 predicted, 0 skipped, 2 failed)" in result.stderr
+    assert "tiles 5/5 (2 predicted, 0 skipped, 3 failed)" in result.stderr
     assert tiles_by_status(out) == {
         "done": {"a7_naip.tif", "f1_naip.tif"},
-        "failed": {"rgb.tif", "none.tif"},
+        "failed": {"rgb.tif", "none.tif", "bad.tif"},
     }
 
 
