@@ -5,6 +5,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import suppress
 from typing import Any
 
 _DONE = object()
@@ -70,4 +71,6 @@ class Prefetcher:
     def close(self) -> None:
         """Stops the producer (also when the consumer leaves early)."""
         self._stop.set()
-        self._thread.join(timeout=5)
+        # a second Ctrl-C (the launcher passes it on) while stopping: the thread is a daemon
+        with suppress(KeyboardInterrupt):
+            self._thread.join(timeout=5)

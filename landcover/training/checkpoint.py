@@ -12,6 +12,7 @@ with fewer GPUs (or none).
 
 from __future__ import annotations
 
+import logging
 import random
 from typing import Any
 
@@ -21,6 +22,8 @@ from landcover import storage
 from landcover.checkpoint import Checkpoint
 from landcover.parallel.engine import Engine
 from landcover.training.runfolder import RunFolder
+
+log = logging.getLogger("landcover")
 
 
 def rng_state(device: torch.device | None = None) -> dict[str, Any]:
@@ -130,7 +133,7 @@ def write_epoch_checkpoints(
         folder.remove_checkpoint(old)
 
 
-def restore_best(folder: RunFolder, resumed: str) -> bool:
+def restore_best(folder: RunFolder, resumed: str, state: Checkpoint, writer: bool) -> bool:
     """Writes ``best.pt`` again from the checkpoint resumed from, if it was the best epoch.
 
     Only where ``best.pt`` is not that checkpoint already. ``last.pt`` is written before ``best.pt``: a run stopped between the two (a full disk, a
@@ -139,16 +142,22 @@ def restore_best(folder: RunFolder, resumed: str) -> bool:
 
     Args:
         folder: The run folder.
-        resumed: The checkpoint resumed from, whose record says it was the best.
+        resumed: The checkpoint resumed from.
+        state: Its contents (its own validation mIoU against the run's best).
+        writer: Whether this worker writes the run's checkpoints (rank 0).
 
     Returns:
         Whether ``best.pt`` was written.
     """
+    own_miou = (state.metrics or {}).get("val_miou")
+    if not writer or own_miou is None or own_miou != state.best_miou:  # not the best epoch
+        return False
     data = storage.read_bytes(resumed)
     best = folder.url_of("checkpoints", "best.pt")
     if storage.exists(best) and storage.read_bytes(best) == data:
         return False
     folder.write_checkpoint("best.pt", data)
+    log.info("best.pt written again from %s (its epoch was the best)", resumed)
     return True
 
 

@@ -173,10 +173,7 @@ class Trainer:
             self.env.world_size,
             "" if own else f"; rank {self.env.rank} is new to the run and keeps fresh RNG states",
         )
-        own_miou = (state.metrics or {}).get("val_miou")
-        best = own_miou is not None and own_miou == state.best_miou  # its epoch was the best
-        if self.env.is_main and best and restore_best(self.folder, path):
-            log.info("best.pt written again from %s (its epoch was the best)", path)
+        restore_best(self.folder, path, state, writer=self.env.is_main)
         return state.epoch, state.best_miou, state
 
     def _checkpoint(self, record: EpochRecord) -> Checkpoint:
