@@ -116,12 +116,15 @@ def usable_cores() -> int:
     Returns:
         At least 1.
     """
-    if hasattr(os, "sched_getaffinity"):
-        cores = max(1, len(os.sched_getaffinity(0)))
-    else:
-        cores = os.cpu_count() or 1
     limit = cgroup_cpu_limit()
-    return cores if limit is None else min(cores, limit)
+    return _affinity_cores() if limit is None else min(_affinity_cores(), limit)
+
+
+def _affinity_cores() -> int:
+    """The cores of this process's affinity mask (every core where the OS has none)."""
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
 
 
 GDAL_ENV = "GDAL_NUM_THREADS"
@@ -134,16 +137,16 @@ def gdal_threads() -> str:
     """GDAL's threads for decoding a tile and for compressing a map: ``GDAL_NUM_THREADS``.
 
     Returns:
-        ``GDAL_NUM_THREADS`` where the user set it; else ``ALL_CPUS``, or the count of
-        :func:`usable_cores` where a cgroup CPU quota allows fewer cores than the machine has
-        (GDAL's ``ALL_CPUS`` counts the affinity mask, not the quota).
+        ``GDAL_NUM_THREADS`` where the user set it; else ``ALL_CPUS``, or the quota's count
+        where a cgroup CPU quota allows fewer cores than the affinity mask has (GDAL's
+        ``ALL_CPUS`` counts the mask, not the quota): :func:`usable_cores` either way.
     """
     chosen = os.environ.get(GDAL_ENV, "").strip()
     if chosen:
         return chosen
-    limit = cgroup_cpu_limit()
-    if limit is not None and limit < (os.cpu_count() or 1):
-        return str(usable_cores())
+    limit = cgroup_cpu_limit()  # read once: GDAL_NUM_THREADS is asked for every tile
+    if limit is not None and limit < _affinity_cores():
+        return str(limit)
     return ALL_CPUS
 
 

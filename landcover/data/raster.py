@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import rasterio
-from rasterio.enums import MaskFlags, Resampling
+from rasterio.enums import Resampling
 from rasterio.errors import NodataShadowWarning, NotGeoreferencedWarning, RasterioError
 from rasterio.io import MemoryFile
 from rasterio.windows import Window
@@ -23,7 +23,7 @@ from rasterio.windows import Window
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.pairs import TilePair
-from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
+from landcover.data.resolution import has_dataset_mask, on_grid, pixel_size_m, resampled_grid
 from landcover.errors import DataError, first_line
 from landcover.gdalnoise import silence_gdal
 
@@ -127,19 +127,6 @@ def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
         raise DataError(f"{path}: has {ds.count} bands, the model expects {bands}")
     if ds.dtypes[0] != "uint8":
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
-
-
-def has_dataset_mask(ds: rasterio.io.DatasetReader) -> bool:
-    """Whether an image has a per-dataset mask (internal or ``.msk``), an alpha band not counted.
-
-    Args:
-        ds: The open image.
-
-    Returns:
-        True when GDAL reports a per-dataset mask that is not an alpha band.
-    """
-    flags = ds.mask_flag_enums[0] if ds.count else []
-    return MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
 
 
 def _declared_nodata(ds: rasterio.io.DatasetReader) -> list[float] | None:

@@ -191,6 +191,20 @@ def silly_resampling(ds: Any, grid: tuple[Affine, int, int], patch: int) -> str 
     return None
 
 
+def has_dataset_mask(ds: Any) -> bool:
+    """Whether an image has a per-dataset mask (internal or ``.msk``), an alpha band not counted.
+
+    Args:
+        ds: The open image.
+
+    Returns:
+        True when GDAL reports a per-dataset mask that is not an alpha band (a resampled
+        read keeps it: :func:`on_grid`).
+    """
+    flags = ds.mask_flag_enums[0] if ds.count else []
+    return MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
+
+
 @contextmanager
 def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resampling) -> Iterator[Any]:
     """A raster seen on another grid of the same CRS, resampled as it is read (window by window).
@@ -212,12 +226,11 @@ def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resamplin
         yield ds
         return
     transform, width, height = grid
-    flags = ds.mask_flag_enums[0]
-    masked = MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
     # a file with an internal mask and no nodata value (JPEG-compressed NAIP): the warper's
     # pixels outside the mask get nodata 0 in every band (GDAL moves a valid 0 to 1), which
     # nodata_mask reads; without it they were zeros counted as data
-    extra = {"nodata": 0} if masked and all(v is None for v in ds.nodatavals) else {}
+    unmarked = all(v is None for v in ds.nodatavals)
+    extra = {"nodata": 0} if unmarked and has_dataset_mask(ds) else {}
     with (
         alpha_as_data(ds) as source,
         WarpedVRT(
@@ -274,8 +287,7 @@ def alpha_as_data(ds: Any) -> Iterator[Any]:
             "Undefined" if index in alpha else interp.name.capitalize()
         )
         source(band, str(index))
-    flags = ds.mask_flag_enums[0]
-    if MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags:  # an internal mask
+    if has_dataset_mask(ds):  # an internal mask
         mask = ET.SubElement(ET.SubElement(root, "MaskBand"), "VRTRasterBand", dataType="Byte")
         source(mask, "mask,1")
     with rasterio.open(ET.tostring(root, encoding="unicode")) as vrt:

@@ -136,9 +136,10 @@ def write_epoch_checkpoints(
 def restore_best(folder: RunFolder, resumed: str, state: Checkpoint, writer: bool) -> bool:
     """Writes ``best.pt`` again from the checkpoint resumed from, if it was the best epoch.
 
-    Only where ``best.pt`` is not that checkpoint already. ``last.pt`` is written before ``best.pt``: a run stopped between the two (a full disk, a
-    kill) resumes with that epoch's best mIoU already counted, and no later epoch need beat
-    it, so ``best.pt`` would stay missing, or an older epoch's.
+    Only where ``best.pt`` is not that checkpoint already. ``last.pt`` is written before
+    ``best.pt``: a run stopped between the two (a full disk, a kill) resumes with that epoch's
+    best mIoU already counted, and no later epoch need beat it, so ``best.pt`` would stay
+    missing, or an older epoch's.
 
     Args:
         folder: The run folder.

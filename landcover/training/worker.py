@@ -43,7 +43,8 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     Raises:
         PeerFailureError: If a collective failed because another worker did.
     """
-    setup_logging(env, RunFolder(config.run.out).local)
+    run_folder = RunFolder(config.run.out)
+    setup_logging(env, run_folder.local)
     threads = config.run.threads_per_worker or core_share(env.local_world_size)
     torch.set_num_threads(threads)
     engine = engine_for(config.run)
@@ -64,7 +65,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     lock = ExitStack()
     try:
         if env.rank == 0:  # the worker that cleans the run folder's temporaries
-            lock.enter_context(folder_lock(RunFolder(config.run.out).local))
+            lock.enter_context(folder_lock(run_folder.local))
         record = Trainer(config, env, engine, device).run()
         return record.to_dict() if record is not None else {}
     except Exception as exc:
