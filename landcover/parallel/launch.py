@@ -38,6 +38,7 @@ from torch.distributed.elastic.metrics import MetricData, MetricHandler
 from landcover.config import RunConfig
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, PeerFailureError, SignalledError, first_line
+from landcover.parallel.sigint import accept_sigint, sigint_deferred_in_workers
 from landcover.redaction import install as install_redaction
 from landcover.redaction import redact
 
@@ -110,6 +111,7 @@ def _guarded(fn: Callable[..., Any], *args: Any) -> Any:
     set_parent_death_signal()
     install_redaction()
     try:
+        accept_sigint()  # blocked while the worker started (landcover.parallel.sigint)
         return fn(*args)
     except LandcoverError as exc:
         _report_and_exit(exc)
@@ -304,7 +306,8 @@ def launch_workers(
         previous = os.environ.get(ERROR_DIR_ENV)
         os.environ[ERROR_DIR_ENV] = str(error_dir)
         try:
-            return elastic_launch(config, _guarded)(fn, *args)
+            with sigint_deferred_in_workers():
+                return elastic_launch(config, _guarded)(fn, *args)
         except SignalException as exc:
             raise SignalledError(
                 f"interrupted by {exc.sigval.name}; workers stopped (rerun the same command to "

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import os
 import signal
+import time
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,42 @@ def test_training_workers_interrupted(
     assert lines[-1] == (
         f"error: interrupted by {name}; workers stopped (rerun the same command to resume)"
     )
+
+
+def _starting_workers(pid: int) -> int:
+    """How many of a launcher's children are spawned Python workers (``spawn_main``)."""
+    count = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with suppress(OSError):  # ended meanwhile
+                count += "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()
+    return count
+
+
+def test_ctrl_c_while_the_workers_start_prints_no_traceback(
+    tiny_config: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    """Ctrl-C in the seconds a spawned worker imports torch raised KeyboardInterrupt in its
+    imports: two tracebacks above the one line, 9 times in 10 (now the workers start with
+    SIGINT blocked and take it once they run)."""
+    proc = start_cli(
+        *train_args(tiny_config, tiny_data, tmp_path / "run"),
+        *("--workers", "2", "--epochs", "50", "--samples-per-epoch", "64"),
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _starting_workers(proc.pid) < 2:  # spawned, still importing (seconds)
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
+            time.sleep(0.02)
+        returncode, lines = _ended(proc, signal.SIGINT, group=True)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert returncode == 130, lines
+    assert lines[-1] == (
+        "error: interrupted by SIGINT; workers stopped (rerun the same command to resume)"
+    )
+    assert not (tmp_path / "run" / "logs" / "rank0.log").exists()  # before any worker ran
 
 
 def test_a_one_process_predict_says_it_was_interrupted(
