@@ -13,7 +13,8 @@ One VRT holds one CRS: tiles in several CRSs (NAIP tiles are in the UTM zone of 
 one pair of VRTs per CRS, named after it (``mosaic_class_epsg26917.vrt``,
 ``mosaic_class_epsg26918.vrt``). Tiles of different pixel sizes share a VRT at the finest pixel
 size; the VRT resamples the others (nearest neighbour for classes, bilinear for
-probabilities). Tiles whose grid is rotated cannot be placed and are left out, with a warning.
+probabilities). Tiles whose grid is not north-up (rotated, or flipped south-up) cannot be
+placed and are left out, with a warning; their own maps are written as any other.
 Where tiles overlap, the later tile in the job's order (by path) is drawn on top.
 """
 
@@ -241,7 +242,10 @@ def write_mosaics(
             log.warning("%s: has no CRS, so it is left out of the mosaic", record.tile)
             continue
         if not record.grid.north_up:
-            log.warning("%s: its grid is rotated, so it is left out of the mosaic", record.tile)
+            log.warning(
+                "%s: its grid is not north-up (rotated or flipped), so it is left out of the mosaic",
+                record.tile,
+            )
             continue
         key = record.grid.rasterio_crs.to_string()  # type: ignore[union-attr]
         by_crs[key].append(record)

@@ -886,3 +886,41 @@ def test_each_process_of_an_external_torchrun_is_one_worker(
     tiles = summary(out)["tiles"]
     assert sorted(Path(t["tile"]).name for t in tiles) == [f"a{i}_naip.tif" for i in range(1, 8)]
     assert {t["status"] for t in tiles} == {"done"} and {t["rank"] for t in tiles} == {0, 1}
+
+
+def test_tiles_not_north_up_are_mapped_but_left_out_of_the_mosaic(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """A rotated tile and a south-up one (rows running north, ``e > 0``) get their maps; a VRT
+    cannot place them, so the mosaic holds the north-up tile alone, and a warning names each
+    (a south-up tile was called "rotated")."""
+    tiles = tmp_path / "tiles"
+    tiles.mkdir()
+    image, _ = synthesize_scene(64, 64, np.random.default_rng(0))
+    grids = {
+        "north_naip.tif": Affine(1.0, 0, 400000, 0, -1.0, 4300000),
+        "rotated_naip.tif": Affine(1.0, 0, 400100, 0, -1.0, 4300000) * Affine.rotation(20),
+        "south_naip.tif": Affine(1.0, 0, 400200, 0, 1.0, 4299936),
+    }
+    for name, transform in grids.items():
+        profile = {"driver": "GTiff", "width": 64, "height": 64, "count": 4, "dtype": "uint8"}
+        with rasterio.open(
+            tiles / name, "w", **profile, crs="EPSG:26918", transform=transform
+        ) as dst:
+            dst.write(image)
+    out = tmp_path / "maps"
+    outcome = predict_here(tiles, checkpoint, out, preview=False)
+    assert not outcome.failed
+    for name, transform in grids.items():  # every tile is mapped, on its own grid
+        with rasterio.open(out / name.replace(".tif", "_class.tif")) as cls:
+            assert cls.transform == transform
+    log_lines = (out / "logs" / "rank0.log").read_text().splitlines()
+    warned = [line.split(" WARNING ", 1)[1] for line in log_lines if "of the mosaic" in line]
+    assert sorted(Path(w.split(": ")[0]).name for w in warned) == [
+        "rotated_naip.tif",
+        "south_naip.tif",
+    ]
+    assert all("not north-up" in w for w in warned), warned
+    (vrt,) = out.glob("mosaic_class*.vrt")
+    with rasterio.open(vrt) as mosaic:
+        assert mosaic.bounds == (400000, 4300000 - 64, 400064, 4300000)
