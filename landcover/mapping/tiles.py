@@ -171,13 +171,15 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
     for arg in args:
         if arg.startswith("@"):
             tiles += _from_list(arg[1:])
+        elif not storage.is_remote(arg) and _is_folder(arg):  # also one named x.tif or a.csv
+            tiles += _from_folder(arg, image_suffix)
         elif globlib.has_magic(arg) and not storage.is_file(arg):  # tile[1].tif is a file
             tiles += _from_glob(arg)
         elif arg.lower().endswith(".txt"):
             tiles += _from_list(arg)
         elif arg.lower().endswith(".csv"):
             tiles += _from_manifest(arg)
-        elif not arg.lower().endswith(IMAGE_SUFFIXES) and _is_folder(arg):
+        elif not arg.lower().endswith(IMAGE_SUFFIXES) and _is_folder(arg):  # a blob prefix
             tiles += _from_folder(arg, image_suffix)
         else:
             tiles.append(arg)

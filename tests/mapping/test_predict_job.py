@@ -671,7 +671,8 @@ def test_a_folder_names_the_images_it_leaves_out_and_a_bracketed_name_is_a_file(
     tmp_path: Path,
 ) -> None:
     """A folder of *_naip.tif tiles maps only those (not their labels), and names the other
-    GeoTIFFs it leaves out; a file whose name looks like a glob is that file."""
+    GeoTIFFs it leaves out; a file whose name looks like a glob is that file, and a folder
+    named like a file is a folder."""
     folder = tmp_path / "mixed"
     folder.mkdir()
     names = ("a_naip.tif", "a_lc.tif", "m_4709963_se_14_1_20180716.tif", "good.tif", "b[1].tif")
@@ -694,6 +695,11 @@ def test_a_folder_names_the_images_it_leaves_out_and_a_bracketed_name_is_a_file(
     assert resolve_tiles([bracket, str(folder / "g*.tif")]) == [bracket, str(folder / "good.tif")]
     with pytest.raises(DataError, match="no files match"):
         resolve_tiles([str(folder / "c[1].tif")])  # no such file: a glob that matches nothing
+    # a folder named like an image, a manifest or a glob is a folder ("file not found" before)
+    for odd in ("x.tif", "tiles.csv", "d[1]"):
+        (tmp_path / odd).mkdir()
+        shutil.copy(folder / "a_naip.tif", tmp_path / odd / "t_naip.tif")
+        assert resolve_tiles([str(tmp_path / odd)]) == [str(tmp_path / odd / "t_naip.tif")]
 
 
 def test_the_bounds_of_a_rotated_grid_hold_its_four_corners(tmp_path: Path) -> None:
