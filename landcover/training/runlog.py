@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 from typing import Any
 
+from landcover.checkpoint import Checkpoint
 from landcover.config import Config
 from landcover.fileio import atomic_write_text
 from landcover.redaction import redact
@@ -15,6 +17,7 @@ from landcover.training.runfolder import RunFolder
 
 METRICS = "metrics.jsonl"
 """The per-epoch records' file in the run folder."""
+log = logging.getLogger("landcover")
 
 
 def read_metrics(path: str | Path) -> list[dict[str, Any]]:
@@ -68,3 +71,34 @@ class MetricsFile(Callback):
         with self.path.open("a") as handle:
             handle.write(redact(json.dumps(record.to_dict())) + "\n")
         self.folder.publish(METRICS)
+
+
+def restore_record(folder: RunFolder, state: Checkpoint, writer: bool) -> bool:
+    """Writes the resumed epoch's line into ``metrics.jsonl`` again, if the run lost it.
+
+    An epoch's checkpoint is written before its line: a run stopped between the two (a kill,
+    a full disk) resumed without that epoch's line, and ``metrics.jsonl``, ``curves.png`` and
+    what reads them lacked it for good, the final epoch's too when nothing was left to train.
+    The checkpoint holds the same record (its ``metrics``, redacted as the line is).
+
+    Args:
+        folder: The run folder.
+        state: The checkpoint resumed from.
+        writer: Whether this worker writes the run folder (rank 0).
+
+    Returns:
+        Whether the line was written.
+    """
+    record = state.metrics
+    if not writer or not record or record.get("epoch") != state.epoch:
+        return False
+    if state.epoch > 0:
+        folder.pull(METRICS)
+    kept = [r for r in read_metrics(folder.path(METRICS)) if r["epoch"] <= state.epoch]
+    if any(r["epoch"] == state.epoch for r in kept):
+        return False
+    lines = "".join(json.dumps(r) + "\n" for r in [*kept, record])
+    atomic_write_text(folder.path(METRICS), lines)
+    folder.publish(METRICS)
+    log.info("%s: epoch %d's line written again from its checkpoint", METRICS, state.epoch)
+    return True

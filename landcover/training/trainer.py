@@ -27,12 +27,7 @@ from landcover.data.normalize import tile_normalizer
 from landcover.errors import CheckpointError, TrainingError, first_line
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
-from landcover.models import (
-    build_model,
-    compile_model,
-    final_stage_warning,
-    load_initial_weights,
-)
+from landcover.models import build_model, compile_model, final_stage_warning, load_initial_weights
 from landcover.parallel.devices import choose_precision
 from landcover.parallel.engine import Engine, Replica
 from landcover.parallel.env import DistEnv
@@ -54,6 +49,7 @@ from landcover.training.records import EpochRecord, ValidationMetrics
 from landcover.training.replicas import any_not_finite, verify_replicas
 from landcover.training.resolved import Resolved
 from landcover.training.runfolder import RunFolder
+from landcover.training.runlog import restore_record
 from landcover.training.schedule import lr_at
 from landcover.training.shares import WorkerData, load_worker_data
 from landcover.training.step import accumulation_step, build_optimizer
@@ -174,6 +170,7 @@ class Trainer:
             "" if own else f"; rank {self.env.rank} is new to the run and keeps fresh RNG states",
         )
         restore_best(self.folder, path, state, writer=self.env.is_main)
+        restore_record(self.folder, state, writer=self.env.is_main)
         return state.epoch, state.best_miou, state
 
     def _checkpoint(self, record: EpochRecord) -> Checkpoint:

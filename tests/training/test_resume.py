@@ -108,3 +108,26 @@ def test_a_run_stopped_between_last_pt_and_best_pt_writes_best_pt_on_resume(
     result = run_cli(*args, *common, "--epochs", "1")  # nothing left to train: resume only
     assert result.returncode == 0, result.stderr
     assert (checkpoints / "best.pt").read_bytes() == last
+
+
+def test_a_run_stopped_before_its_metrics_line_writes_it_on_resume(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """An epoch's checkpoint is written before its metrics.jsonl line: a run stopped between
+    the two resumed without that line for good (the last epoch's too, with nothing left to
+    train). The rerun writes it again from the checkpoint's record."""
+    run = tmp_path / "run"
+    args = ("train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run))
+    common = ("--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1")
+    assert run_cli(*args, *common, "--epochs", "2").returncode == 0
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
+    metrics.write_text(lines[0] + "\n")  # stopped before epoch 2's line
+    result = run_cli(*args, *common, "--epochs", "2")  # nothing left to train: resume only
+    assert result.returncode == 0, result.stderr
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [
+        json.loads(line) for line in lines
+    ]
+    assert run_cli(*args, *common, "--epochs", "3").returncode == 0
+    assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2, 3]
