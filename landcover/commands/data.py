@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import Annotated
 
@@ -175,8 +176,15 @@ def data_prepare(
     from landcover.diskerrors import check_output_folder
 
     mapping = class_mapping(classes)
+    existed = out.exists()
     check_output_folder(out)
-    summary = prepare_tiles(
-        images, labels, out, mapping, tile_size, min_valid, echo=typer.echo, bands=bands
-    )
+    try:
+        summary = prepare_tiles(
+            images, labels, out, mapping, tile_size, min_valid, echo=typer.echo, bands=bands
+        )
+    except BaseException:
+        if not existed:  # the preflight made it: take it back if nothing was written
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise
     typer.echo(summary.line(min_valid))

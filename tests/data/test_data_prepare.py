@@ -231,6 +231,12 @@ def test_image_without_overlapping_labels_writes_nothing(tmp_path: Path) -> None
         "data", "prepare", "--images", str(image), "--labels", str(label), "--out", str(out)
     )
     assert_one_line_error(result, str(image), "none of the 1 label raster(s) overlaps it")
+    assert not out.exists()  # the command's preflight made it; an empty one is taken back
+    (out / "kept").mkdir(parents=True)  # a folder that was there stays
+    result = run_cli(
+        "data", "prepare", "--images", str(image), "--labels", str(label), "--out", str(out)
+    )
+    assert result.returncode == 2 and (out / "kept").is_dir()
 
 
 def test_an_image_with_other_bands_than_asked_is_refused_and_a_rerun_cleans_up(
