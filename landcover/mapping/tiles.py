@@ -179,7 +179,11 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
             tiles += _from_list(arg)
         elif arg.lower().endswith(".csv"):
             tiles += _from_manifest(arg)
-        elif not arg.lower().endswith(IMAGE_SUFFIXES) and _is_folder(arg):  # a blob prefix
+        elif (
+            storage.is_remote(arg)
+            and not arg.lower().endswith(IMAGE_SUFFIXES)  # one request per tile otherwise
+            and _is_folder(arg)
+        ):  # a blob prefix (a local folder is taken above)
             tiles += _from_folder(arg, image_suffix)
         else:
             tiles.append(arg)

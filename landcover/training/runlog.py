@@ -35,6 +35,18 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
+def _records_through(folder: RunFolder, epoch: int) -> list[dict[str, Any]]:
+    """The run's records of epochs up to ``epoch`` (a resumed remote run's file pulled first)."""
+    if epoch > 0:
+        folder.pull(METRICS)
+    return [r for r in read_metrics(folder.path(METRICS)) if r["epoch"] <= epoch]
+
+
+def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
+    """Writes ``metrics.jsonl`` with these records, one JSON line each (atomically)."""
+    atomic_write_text(path, "".join(json.dumps(r) + "\n" for r in records))
+
+
 class MetricsFile(Callback):
     """Appends each epoch's record to ``metrics.jsonl`` (:meth:`EpochRecord.to_dict`, redacted).
 
@@ -57,10 +69,7 @@ class MetricsFile(Callback):
         Args:
             config: The run's configuration.
         """
-        if self.resume_epoch > 0:
-            self.folder.pull(METRICS)
-        kept = [r for r in read_metrics(self.path) if r["epoch"] <= self.resume_epoch]
-        atomic_write_text(self.path, "".join(json.dumps(r) + "\n" for r in kept))
+        _write_records(self.path, _records_through(self.folder, self.resume_epoch))
 
     def on_epoch_end(self, record: EpochRecord) -> None:
         """Appends the epoch's line.
@@ -92,13 +101,10 @@ def restore_record(folder: RunFolder, state: Checkpoint, writer: bool) -> bool:
     record = state.metrics
     if not writer or not record or record.get("epoch") != state.epoch:
         return False
-    if state.epoch > 0:
-        folder.pull(METRICS)
-    kept = [r for r in read_metrics(folder.path(METRICS)) if r["epoch"] <= state.epoch]
+    kept = _records_through(folder, state.epoch)
     if any(r["epoch"] == state.epoch for r in kept):
         return False
-    lines = "".join(json.dumps(r) + "\n" for r in [*kept, record])
-    atomic_write_text(folder.path(METRICS), lines)
+    _write_records(folder.path(METRICS), [*kept, record])
     folder.publish(METRICS)
     log.info("%s: epoch %d's line written again from its checkpoint", METRICS, state.epoch)
     return True
