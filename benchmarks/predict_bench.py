@@ -441,7 +441,13 @@ def tta_rows(cache: Path, quick: bool) -> list[dict[str, Any]]:
     ]
 
 
-def run(quick: bool, out: Path, cache: Path | None = None, only: str = "all") -> list[Goal]:
+def run(
+    quick: bool,
+    out: Path,
+    cache: Path | None = None,
+    only: str = "all",
+    shared: tuple[tuple[int, bool], ...] | None = None,
+) -> list[Goal]:
     """Runs the predict benchmark part.
 
     Args:
@@ -451,6 +457,7 @@ def run(quick: bool, out: Path, cache: Path | None = None, only: str = "all") ->
         only: ``all``, ``speed`` (throughput and memory: ``predict.*``, ``predict_stages.*``),
             ``tta`` (``predict_tta.*``) or ``gpu`` (the GPU rounds alone, ``predict.*``:
             ``scripts/gpu-check.sh`` spends a lent GPU's minutes on what only it measures).
+        shared: The GPU part's shared-GPU jobs (default :data:`SHARED_WORKERS`).
 
     Returns:
         The goals: memory growth and predict / forward ratio (on the GPU too when there is
@@ -464,7 +471,7 @@ def run(quick: bool, out: Path, cache: Path | None = None, only: str = "all") ->
     if only == "gpu":
         if not torch.cuda.is_available():
             raise SystemExit("error: --only gpu needs a CUDA GPU; torch sees none here")
-        return gpu_goals(out, cache)
+        return gpu_goals(out, cache, shared=shared or SHARED_WORKERS)
     goals = speed_goals(quick, out, cache) if only in ("all", "speed") else []
     if only in ("all", "tta"):
         goals += tta_goals(quick, out, cache)
@@ -520,13 +527,19 @@ def speed_goals(quick: bool, out: Path, cache: Path) -> list[Goal]:
     return goals
 
 
-def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
+def gpu_goals(
+    out: Path,
+    cache: Path,
+    device: str = "cuda",
+    shared: tuple[tuple[int, bool], ...] = (),
+) -> list[Goal]:
     """The GPU rounds alone (:func:`device_rounds`); writes ``predict.*``.
 
     Args:
         out: Results folder.
         cache: Where the tile, the checkpoint and the maps go.
         device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
+        shared: The shared-GPU jobs of :func:`shared_device_rounds` (none: skipped).
 
     Returns:
         The ratio to the bare forward (with probabilities) and one Mpx/s report per round.
@@ -535,7 +548,7 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
     rounds = device_rounds(tile, cache, device)
     goals = [ratio_goal([r for r in rounds if r["outputs"] == "class+prob"], device)]
     goals += device_reports(rounds)
-    shared = shared_device_rounds(tile, cache, device)
+    shared_rows = shared_device_rounds(tile, cache, device, shared) if shared else []
     goals += [
         Goal(
             "predict",
@@ -546,9 +559,10 @@ def gpu_goals(out: Path, cache: Path, device: str = "cuda") -> list[Goal]:
             None,
             f"{r['tile']} tiles; job {r['job_seconds']:.1f} s",
         )
-        for r in shared
+        for r in shared_rows
     ]
-    write_results("predict", rounds, {"goal_ratio": RATIO_GOAL, "shared": shared}, out, goals)
+    extra = {"goal_ratio": RATIO_GOAL, "shared": shared_rows}
+    write_results("predict", rounds, extra, out, goals)
     return goals
 
 
@@ -727,8 +741,38 @@ def main() -> None:
         "--cache", type=Path, default=Path(tempfile.gettempdir()) / "landcover-bench"
     )
     parser.add_argument("--only", choices=("all", "speed", "tta", "gpu"), default="all")
+    parser.add_argument(
+        "--shared-jobs",
+        type=parse_shared_jobs,
+        default=None,
+        help="the GPU part's shared-GPU jobs, e.g. '1,4,8,4c': workers per job, 'c' to cap "
+        "each worker's GDAL threads at its share of the cores (default: 1,4,8,4c)",
+    )
     args = parser.parse_args()
-    run(args.quick, args.out, args.cache, args.only)
+    run(args.quick, args.out, args.cache, args.only, args.shared_jobs)
+
+
+def parse_shared_jobs(text: str) -> tuple[tuple[int, bool], ...]:
+    """``--shared-jobs``: ``'4,8,4c'`` to ``((4, False), (8, False), (4, True))``.
+
+    Args:
+        text: Comma-separated worker counts, each with an optional ``c`` (GDAL capped).
+
+    Returns:
+        The jobs, in the order given.
+
+    Raises:
+        argparse.ArgumentTypeError: If an item is not a positive count.
+    """
+    jobs = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        capped = item.endswith("c")
+        count = item.removesuffix("c")
+        if not count.isdigit() or int(count) < 1:
+            raise argparse.ArgumentTypeError(f"'{item}' is not a worker count (e.g. 4 or 4c)")
+        jobs.append((int(count), capped))
+    return tuple(jobs)
 
 
 if __name__ == "__main__":

@@ -68,8 +68,10 @@ for stage in "${STAGES[@]}"; do
         "$PYTHON" benchmarks/scaling_bench.py --quick --gpu-only --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"
         ;;
     predict)  # the default model on the GPU, with and without probabilities, COGs written
+        # PREDICT_SHARED_JOBS=4,8 runs only those shared-GPU jobs (default 1,4,8,4c)
         "$PYTHON" benchmarks/predict_bench.py --only gpu --out "$RESULTS_DIR" \
-            --cache "$WORK/predict" 2>&1 | tee "$RESULTS_DIR/predict.txt"
+            --cache "$WORK/predict" ${PREDICT_SHARED_JOBS:+--shared-jobs "$PREDICT_SHARED_JOBS"} \
+            2>&1 | tee "$RESULTS_DIR/predict.txt"
         ;;
     feed)  # the training feed's headroom against the GPU
         "$PYTHON" benchmarks/feed_bench.py --quick --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/feed.txt"
