@@ -57,12 +57,15 @@ PART = "scaling"
 GOAL_EFFICIENCY = 0.85
 RUN_TIMEOUT_S = 600.0
 
-GPU_VARIANTS = (
-    ("fp32", False, False),
-    ("bf16+channels_last", True, False),
-    ("bf16+channels_last+compile", True, True),
+GPU_VARIANTS: tuple[tuple[str, bool, str | None], ...] = (
+    ("fp32", False, None),
+    ("bf16+channels_last", True, None),
+    ("bf16+channels_last+compile", True, "default"),
+    ("bf16+channels_last+compile reduce-overhead", True, "reduce-overhead"),
 )
-"""The 1-GPU training variants: label, bf16 autocast + channels_last, ``torch.compile``."""
+"""The 1-GPU training variants: label, bf16 autocast + channels_last, ``torch.compile``'s
+mode (``run.compile_mode``; ``None``: eager). ``reduce-overhead`` replays the step's kernels
+as CUDA graphs: the step is bound by kernel launches at batch 32 (one H100, 2026-11-27)."""
 
 GPU_MODEL_BATCHES = (64, 128)
 """Larger batches of the bare model's step in bf16 + channels_last (eager), beside the runs'
@@ -369,7 +372,7 @@ def model_samples_per_s(
     channels_last: bool,
     batch: int,
     seconds: float,
-    compiled: bool = False,
+    compile_mode: str | None = None,
 ) -> float:
     """Training samples/s of the bare model on one device, without the input pipeline.
 
@@ -383,8 +386,8 @@ def model_samples_per_s(
         channels_last: channels_last model and input.
         batch: Samples per step.
         seconds: About how long to time.
-        compiled: The model under ``torch.compile`` (``run.compile``); the warm-up steps
-            pay the compile time.
+        compile_mode: The model under ``torch.compile`` in this mode (``run.compile_mode``;
+            ``None``: eager); the warm-up steps pay the compile time.
 
     Returns:
         Samples per second.
@@ -402,8 +405,8 @@ def model_samples_per_s(
     if channels_last:
         model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    if compiled:
-        model = compile_model(model, "training")
+    if compile_mode is not None:
+        model = compile_model(model, "training", compile_mode)
     y = torch.randint(0, classes, (batch, patch, patch), device=device)
     criterion = SegmentationLoss(config.optim.loss, classes).to(device)
     optimizer = build_optimizer(model.parameters(), config)
@@ -515,11 +518,19 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
             sets=sets,
         )
 
-    def one_bare(on: bool, batch: int, compiled: bool = False) -> tuple[float | None, str | None]:
+    def one_bare(
+        on: bool, batch: int, compile_mode: str | None = None
+    ) -> tuple[float | None, str | None]:
         """The bare model's samples/s (bf16 + channels_last ``on``), or why it failed."""
         try:
             sps = model_samples_per_s(
-                GPU_CONFIG, torch.device(device), on, on, batch, sizes.gpu_model_seconds, compiled
+                GPU_CONFIG,
+                torch.device(device),
+                on,
+                on,
+                batch,
+                sizes.gpu_model_seconds,
+                compile_mode,
             )
             return sps, None
         except (RuntimeError, ValueError) as exc:  # out of memory, unsupported kernel
@@ -528,17 +539,19 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
             if device == "cuda":
                 torch.cuda.empty_cache()
 
-    for label, on, compiled in GPU_VARIANTS:
+    for label, on, mode in GPU_VARIANTS:
         flag = str(on).lower()
+        compiled = (f"run.compile_mode={mode}",) if mode else ()
         m = one_gpu(
-            f"gpu-{label.replace('+', '-')}",
+            f"gpu-{label.replace('+', '-').replace(' ', '-')}",
             (
                 f"run.bf16={flag}",
                 f"run.channels_last={flag}",
-                f"run.compile={str(compiled).lower()}",
+                f"run.compile={str(mode is not None).lower()}",
+                *compiled,
             ),
         )
-        bare, bare_error = one_bare(on, sizes.gpu_batch, compiled)
+        bare, bare_error = one_bare(on, sizes.gpu_batch, mode)
         train_sps = m.samples_per_s if m.ok else None
         result["precisions"][label] = {
             "train_samples_per_s": train_sps,
@@ -796,15 +809,21 @@ def _cpu_goals(
 def _gpu_goals(gpu: dict[str, Any] | None) -> list[Goal]:
     speed = "1-GPU training speed-up, bf16 autocast + channels_last over fp32"
     compiled = "1-GPU training speed-up, torch.compile over eager (bf16 + channels_last)"
+    graphs = (
+        "1-GPU training speed-up, torch.compile reduce-overhead (CUDA graphs) over eager "
+        "(bf16 + channels_last)"
+    )
     util = "1-GPU model FLOPs utilisation ({}, of peak dense bf16)"
     labels = ("bf16 + channels_last", "bf16 + channels_last + compile")
     if gpu is None:
         return [
             Goal(PART, what, None, "report", None, "n/a: no GPU")
-            for what in (speed, compiled, *(util.format(label) for label in labels))
+            for what in (speed, compiled, graphs, *(util.format(label) for label in labels))
         ]
     p = gpu["precisions"]
     fp32, bf16, comp = p["fp32"], p["bf16+channels_last"], p["bf16+channels_last+compile"]
+    # results of a run before the row existed have none
+    cuda_graphs = p.get("bf16+channels_last+compile reduce-overhead")
 
     def ratio(a: dict[str, Any], b: dict[str, Any], kind: str) -> float | None:
         over, under = a[f"{kind}_samples_per_s"], b[f"{kind}_samples_per_s"]
@@ -817,7 +836,9 @@ def _gpu_goals(gpu: dict[str, Any] | None) -> list[Goal]:
     peak_note = f"peak {peak / 1e12:.0f} TFLOP/s" if peak else "GPU not in the peak table"
     where = f"{gpu['name']}, batch {gpu['batch']}, {gpu['config']}"
     goals = []
-    for what, a, b in ((speed, bf16, fp32), (compiled, comp, bf16)):
+    pairs = [(speed, bf16, fp32), (compiled, comp, bf16)]
+    pairs += [(graphs, cuda_graphs, bf16)] if cuda_graphs else []
+    for what, a, b in pairs:
         value = ratio(a, b, "train")
         goals.append(
             Goal(

@@ -52,6 +52,12 @@ class RunConfig(Section):
             gradients every step (0: off).
         compile: Compile the model with ``torch.compile`` for training (``landcover predict
             --compile`` for maps); the first steps pay the compile time.
+        compile_mode: ``torch.compile``'s mode for training: ``default``;
+            ``reduce-overhead``, which replays the step's kernels as CUDA graphs (one launch
+            for many: for a step bound by kernel launches, as the default model's is on an
+            H100 at small batches; it keeps a copy of the step's tensors and needs static
+            shapes); ``max-autotune``, which also searches kernels (minutes of compiling);
+            ``max-autotune-no-cudagraphs``. CUDA graphs apply on a GPU only.
         profile_steps: Profile this many optimizer steps of the first epoch trained with
             ``torch.profiler`` (after 3 steps and one warm-up step), on every worker:
             ``profile/rank{r}.pt.trace.json`` (a Chrome trace: Perfetto, TensorBoard) and
@@ -92,6 +98,9 @@ class RunConfig(Section):
     powersgd_warmup_steps: int = Field(10, ge=0)
     local_sgd_period: int = Field(0, ge=0)
     compile: bool = False
+    compile_mode: Literal[
+        "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+    ] = "default"
     profile_steps: int = Field(0, ge=0)
     mlflow: bool = False
 
@@ -107,6 +116,11 @@ class RunConfig(Section):
 
     @model_validator(mode="after")
     def _nodes_consistent(self) -> RunConfig:
+        if self.compile_mode != "default" and not self.compile:
+            raise ValueError(
+                f"run.compile_mode {self.compile_mode} applies to a compiled model: set "
+                "run.compile: true as well"
+            )
         if self.local_sgd_period and self.grad_compression != "none":
             raise ValueError(
                 "run.local_sgd_period sends no gradients, so it cannot be combined with "

@@ -19,19 +19,23 @@ from landcover.errors import ConfigError, first_line
 log = logging.getLogger("landcover")
 
 
-def compile_model(module: nn.Module, what: str) -> nn.Module:
-    """Wraps a module in ``torch.compile`` (default mode, inductor).
+def compile_model(module: nn.Module, what: str, mode: str = "default") -> nn.Module:
+    """Wraps a module in ``torch.compile`` (TorchInductor).
 
     Args:
         module: The module to call compiled: the DDP wrapper in training (so DDP's
             optimizer splits the graph at its gradient buckets), the bare model in predict.
         what: Says what runs compiled, for the log line (``training``, ``predict``).
+        mode: ``torch.compile``'s mode (``run.compile_mode``): ``default``,
+            ``reduce-overhead`` (CUDA graphs), ``max-autotune`` or
+            ``max-autotune-no-cudagraphs``.
 
     Returns:
         The compiled wrapper; it shares ``module``'s parameters.
     """
-    log.info("%s: the model is compiled (torch.compile) at its first call", what)
-    return torch.compile(module)
+    shown = "" if mode == "default" else f", mode {mode}"
+    log.info("%s: the model is compiled (torch.compile%s) at its first call", what, shown)
+    return torch.compile(module, mode=None if mode == "default" else mode)
 
 
 def compile_check(model: nn.Module, example: torch.Tensor, what: str) -> None:

@@ -110,7 +110,8 @@ class Trainer:
         self.ema = start_ema(self.model, self.config.optim.ema_decay, resumed)
         del resumed
         if self.config.run.compile:  # the training step's calls; validation, checkpoints eager
-            self.replica.module = compile_model(self.replica.module, "training")
+            mode = self.config.run.compile_mode
+            self.replica.module = compile_model(self.replica.module, "training", mode)
         own = run_callbacks(self.config, self.folder, self.start_epoch, env.is_main)
         self.callbacks = CallbackList([*own, *callbacks])
 

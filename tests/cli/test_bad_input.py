@@ -140,6 +140,14 @@ def test_bad_config_value(data: Path, tiny_config: Path, tmp_path: Path) -> None
     assert_one_line_error(result, "optim.lr", "greater than 0")
 
 
+def test_a_compile_mode_without_compile(data: Path, tiny_config: Path) -> None:
+    result = run_cli(
+        "train", "--config", str(tiny_config), "--data", str(data),
+        "--set", "run.compile_mode=reduce-overhead",
+    )  # fmt: skip
+    assert_one_line_error(result, "run.compile_mode reduce-overhead", "run.compile: true")
+
+
 def test_missing_config_file(tmp_path: Path) -> None:
     result = run_cli("train", "--config", str(tmp_path / "none.yaml"))
     assert_one_line_error(result, "none.yaml", "config file not found")

@@ -1,5 +1,6 @@
-"""torch.compile: ``predict --compile`` gives the eager model's maps, and a training run with
-``run.compile`` trains and saves an ordinary checkpoint."""
+"""torch.compile: ``predict --compile`` gives the eager model's maps, a training run with
+``run.compile`` trains and saves an ordinary checkpoint, and ``run.compile_mode`` reaches
+TorchInductor."""
 
 from __future__ import annotations
 
@@ -11,11 +12,29 @@ import rasterio
 import torch
 
 from landcover.checkpoint import load_checkpoint
+from landcover.models import compile_model
 
 from conftest import assert_one_line_error, run_cli, train_args
 
 PROB_TOLERANCE = 1
 """Largest difference of a stored (x 255) probability: the last bit of rounding."""
+
+
+@pytest.mark.parametrize(
+    ("mode", "cudagraphs", "autotune"),
+    [
+        ("default", False, False),
+        ("reduce-overhead", True, False),
+        ("max-autotune", True, True),
+        ("max-autotune-no-cudagraphs", False, True),
+    ],
+)
+def test_the_compile_mode_reaches_inductor(mode: str, cudagraphs: bool, autotune: bool) -> None:
+    # the compiler's settings as torch.compile resolved them from the mode (nothing compiles
+    # until the first call): CUDA graphs and kernel search as torch documents each mode
+    compiled = compile_model(torch.nn.Linear(2, 2), "training", mode)
+    config = compiled.get_compiler_config()
+    assert (config["triton.cudagraphs"], config["max_autotune"]) == (cudagraphs, autotune)
 
 
 def _read(path: Path) -> np.ndarray:
@@ -52,11 +71,15 @@ def test_two_workers_train_compiled_and_save_an_ordinary_checkpoint(
 ) -> None:
     run = tmp_path / "run"
     args = train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "2")
-    result = run_cli(*args, "--set", "run.compile=true", timeout=900)
+    # reduce-overhead (CUDA graphs on a GPU) reaches torch.compile; on the CPU it compiles as
+    # the default mode does
+    sets = ("--set", "run.compile=true", "--set", "run.compile_mode=reduce-overhead")
+    result = run_cli(*args, *sets, timeout=900)
     assert result.returncode == 0, result.stderr
-    assert "training: the model is compiled (torch.compile)" in result.stderr
+    assert "training: the model is compiled (torch.compile, mode reduce-overhead)" in result.stderr
     state = load_checkpoint(run / "checkpoints" / "last.pt")
     assert state.config["run"]["compile"] is True
+    assert state.config["run"]["compile_mode"] == "reduce-overhead"
     # the keys of the bare model: no torch.compile wrapper prefix, finite weights
     assert not any(key.startswith("_orig_mod.") for key in state.model)
     assert all(torch.isfinite(v).all() for v in state.model.values() if v.is_floating_point())
