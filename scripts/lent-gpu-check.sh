@@ -8,8 +8,9 @@
 #        TARBALL=path (default: $OUT/gpu.tgz, else ./gpu-results.tgz)
 # Stage times on one H100 (2026-11-27): tests 89 s, smoke 62 s, feed 28 s, predict 331 s (16
 # large tiles by 1, 4 and 8 workers and 4 capped; 118 s with PREDICT_SHARED_JOBS=8, one job),
-# scaling 333 s. A call may run 10 minutes and a session's device time is 15 minutes, start-up
-# included. The fourth run fitted every stage in 770 s by three calls: `tests scaling`, then
+# scaling 333 s (more since its compile reduce-overhead row, perhaps 400 s). A call may run 10
+# minutes and a session's device time is 15 minutes, start-up included. The fourth run fitted
+# every stage in 770 s by three calls: `tests scaling`, then
 # `PREDICT_SHARED_JOBS=8 bash scripts/lent-gpu-check.sh predict`, then `feed smoke`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
