@@ -115,12 +115,16 @@ class RunConfig(Section):
         return no_credentials_in_url(value)  # type: ignore[return-value]
 
     @model_validator(mode="after")
-    def _nodes_consistent(self) -> RunConfig:
+    def _compile_mode_compiles(self) -> RunConfig:
         if self.compile_mode != "default" and not self.compile:
             raise ValueError(
                 f"run.compile_mode {self.compile_mode} applies to a compiled model: set "
                 "run.compile: true as well"
             )
+        return self
+
+    @model_validator(mode="after")
+    def _nodes_consistent(self) -> RunConfig:
         if self.local_sgd_period and self.grad_compression != "none":
             raise ValueError(
                 "run.local_sgd_period sends no gradients, so it cannot be combined with "
