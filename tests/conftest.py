@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import time
@@ -18,6 +19,12 @@ from rasterio.transform import Affine
 from landcover.data.synthetic import write_synthetic_dataset
 
 REPO = Path(__file__).resolve().parents[1]
+
+# The Ctrl-C tests need SIGINT handled. A shell without job control starts a background
+# command with SIGINT ignored (`cmd &`, `nohup`), and every process the tests start would
+# inherit that: their SIGINT would be lost, not tested. Handled here, it is SIG_DFL in them.
+if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 TINY_CONFIG = {
     "data": {"patch_size": 64, "val_fraction": 0.25},
@@ -145,7 +152,6 @@ def _run_here(args: tuple[str, ...]) -> subprocess.CompletedProcess:
     """
     import contextlib
     import io
-    import signal
     import tempfile
     import traceback
 

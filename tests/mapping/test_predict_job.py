@@ -130,11 +130,21 @@ def read(path: Path) -> np.ndarray:
 
 @pytest.mark.slow
 def test_two_workers_give_the_same_maps_as_one(runs: dict, region: Path) -> None:
+    # one worker runs torch on 2 threads, each of two on 1: on CPUs where oneDNN's convolutions
+    # split their sums by the thread count (AVX-512, 2026-11-28: logits 7e-6 apart), a stored
+    # probability may round to the next uint8 step, and a class may flip only where two
+    # classes tie within that step
     one, two = runs[1][0], runs[2][0]
     for name, *_ in REGION:
-        for kind in ("class", "prob"):
-            a, b = read(one / f"{name}_naip_{kind}.tif"), read(two / f"{name}_naip_{kind}.tif")
-            np.testing.assert_array_equal(a, b, err_msg=f"{name} {kind}")
+        prob_a, prob_b = (
+            read(out / f"{name}_naip_prob.tif").astype(np.int16) for out in (one, two)
+        )
+        assert np.abs(prob_a - prob_b).max() <= 1, name
+        class_a, class_b = (read(out / f"{name}_naip_class.tif")[0] for out in (one, two))
+        rows, cols = np.nonzero(class_a != class_b)
+        for r, c in zip(rows, cols, strict=True):
+            a, b = class_a[r, c], class_b[r, c]
+            assert abs(int(prob_a[a, r, c]) - int(prob_a[b, r, c])) <= 1, (name, r, c)
     tiles = summary(two)["tiles"]
     names = sorted(Path(t["tile"]).name for t in tiles)
     assert names == sorted(f"{n}_naip.tif" for n, *_ in REGION)  # each tile once
