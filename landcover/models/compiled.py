@@ -35,7 +35,7 @@ def compile_model(module: nn.Module, what: str, mode: str = "default") -> nn.Mod
     """
     shown = "" if mode == "default" else f", mode {mode}"
     log.info("%s: the model is compiled (torch.compile%s) at its first call", what, shown)
-    return torch.compile(module, mode=None if mode == "default" else mode)
+    return torch.compile(module, mode=mode)
 
 
 def compile_check(model: nn.Module, example: torch.Tensor, what: str) -> None:
