@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 import rasterio
 import yaml
+from rasterio.enums import ColorInterp
 from rasterio.transform import Affine
 
 from landcover.data.synthetic import write_synthetic_dataset
@@ -92,6 +93,41 @@ def write_naip_tile(
         **options,
     ) as ds:
         ds.write(image)
+    return path
+
+
+def write_with_alpha_band(
+    path: Path, image: np.ndarray, alpha: np.ndarray, crs: str, transform: Affine
+) -> Path:
+    """Writes bands and one more tagged alpha, as ``gdalwarp -dstalpha`` writes 4-band NAIP.
+
+    Args:
+        path: The file to write.
+        image: The bands, ``(C, height, width)`` uint8 (RGB first).
+        alpha: ``(height, width)`` uint8: 0 where the image has no data.
+        crs: Its CRS.
+        transform: Its geotransform.
+
+    Returns:
+        ``path``.
+    """
+    count, height, width = image.shape
+    with rasterio.open(
+        path,
+        "w",
+        driver="GTiff",
+        height=height,
+        width=width,
+        count=count + 1,
+        dtype="uint8",
+        crs=crs,
+        transform=transform,
+        photometric="RGB",
+    ) as ds:
+        ds.colorinterp = [*ds.colorinterp[:count], ColorInterp.alpha]  # (before the pixels)
+        ds.write(np.concatenate([image, alpha[None]]))
+    with rasterio.open(path) as ds:  # GDAL itself takes no mask from it
+        assert ds.colorinterp[count] == ColorInterp.alpha and ds.dataset_mask().all()
     return path
 
 

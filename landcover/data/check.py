@@ -30,6 +30,7 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import grids_match, label_on_image_grid, label_window, read_error
+from landcover.data.bandview import band_count_problem, image_view
 from landcover.data.checkreport import CheckReport, Problem, TileReport, print_report
 from landcover.data.pairs import read_manifest
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
@@ -130,24 +131,40 @@ def _grid_problem(img: Any, lab: Any, label: str, image: str) -> Problem | None:
     )
 
 
+def _image_problems(img: Any, image: str, bands: int) -> list[Problem]:
+    """What is wrong with an opened image file itself: band count, dtype, unreadable blocks."""
+    problems = []
+    band_problem = band_count_problem(img, bands)
+    if band_problem is not None:
+        problems.append(Problem(image, "bands", band_problem))
+    if img.dtypes[0] != "uint8":
+        problems.append(
+            Problem(image, "dtype", f"has dtype {img.dtypes[0]}, expected uint8 imagery")
+        )
+    corrupt = _read_every_block(img, image)  # every band of the file, an alpha mask's too
+    if corrupt:
+        problems.append(corrupt)
+    return problems
+
+
 def _check_open_pair(
-    img: Any, lab: Any, image: str, label: str, bands: int, problems: list[Problem]
+    img: Any, lab: Any, label: str, image: str, readable: bool, problems: list[Problem]
 ) -> tuple[np.ndarray | None, bool, np.ndarray | None]:
-    """Checks an opened pair, appending what is wrong to ``problems``.
+    """Checks an opened pair's label against its image, appending what is wrong to ``problems``.
+
+    Args:
+        img: The image as the model reads it (:func:`landcover.data.bandview.image_view`).
+        lab: The label.
+        label: The label's path.
+        image: The image's path.
+        readable: Whether every block of the image could be read.
+        problems: Where problems go.
 
     Returns:
         The label-code counts on the image grid (None when they cannot be had), whether the
         label was reprojected to count them, and the codes' counts under image no-data pixels
         (None when the image has none).
     """
-    if img.count != bands:
-        problems.append(
-            Problem(image, "bands", f"has {img.count} bands, the model expects {bands}")
-        )
-    if img.dtypes[0] != "uint8":
-        problems.append(
-            Problem(image, "dtype", f"has dtype {img.dtypes[0]}, expected uint8 imagery")
-        )
     label_ok = True
     if lab.count != 1:
         problems.append(Problem(label, "bands", f"label has {lab.count} bands, expected 1"))
@@ -155,13 +172,10 @@ def _check_open_pair(
     if lab.dtypes[0] != "uint8":
         problems.append(Problem(label, "dtype", f"label has dtype {lab.dtypes[0]}, expected uint8"))
         label_ok = False
-    corrupt = _read_every_block(img, image)
-    if corrupt:
-        problems.append(corrupt)
     if not label_ok:
         return None, False, None
-    # image no-data is counted only in a readable image (a corrupt one is reported above)
-    masked = np.zeros(256, dtype=np.int64) if not corrupt and has_nodata(img) else None
+    # image no-data is counted only in a readable image (a corrupt one is reported apart)
+    masked = np.zeros(256, dtype=np.int64) if readable and has_nodata(img) else None
     grid = _grid_problem(img, lab, label, image)
     if grid is None and masked is None:
         counts, corrupt = _count_codes(lab, label)
@@ -194,7 +208,13 @@ def _check_pair(
         if problems:
             return None, problems
         img, lab = opened
-        counts, aligned, masked = _check_open_pair(img, lab, image, label, bands, problems)
+        image_problems = _image_problems(img, image, bands)
+        problems.extend(image_problems)
+        kinds = {problem.kind for problem in image_problems}
+        if "bands" not in kinds:
+            img = stack.enter_context(image_view(img, bands))
+        readable = "corrupt" not in kinds
+        counts, aligned, masked = _check_open_pair(img, lab, label, image, readable, problems)
         if counts is None:
             return None, problems
         tile = TileReport(name, img.width, img.height, counts, aligned=aligned, masked=masked)

@@ -35,6 +35,7 @@ from landcover.data.align import (
     label_window,
     read_error,
 )
+from landcover.data.bandview import band_count_problem, image_view
 from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
 from landcover.errors import DataError
 from landcover.fileio import atomic_write_text, make_temp_beside, remove_stale_temporaries
@@ -135,10 +136,10 @@ def _check_label(path: str, ds: Any) -> None:
 
 
 def _check_image(path: str, ds: Any, bands: int | None) -> None:
-    if bands is not None and ds.count != bands:
+    problem = None if bands is None else band_count_problem(ds, bands, "expected")
+    if problem is not None:
         raise DataError(
-            f"{path}: has {ds.count} bands, expected {bands} (--bands; data.bands of the "
-            "config that will train on the tiles)"
+            f"{path}: {problem} (--bands; data.bands of the config that will train on the tiles)"
         )
     if ds.dtypes[0] != "uint8":
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
@@ -270,7 +271,8 @@ def prepare_tiles(
         min_valid: Tiles with a smaller fraction of labelled pixels (also excluding image
             no-data) are dropped.
         echo: Called with a progress line after each image.
-        bands: Bands every image must have (None: any count).
+        bands: Bands every image must have (None: any count); one more, tagged alpha, is
+            the image's mask, which its tiles keep as their internal mask.
 
     Returns:
         What was written and dropped.
@@ -301,7 +303,10 @@ def prepare_tiles(
         for path in images:
             start = time.perf_counter()
             before = (len(summary.written), len(summary.dropped))
-            with open_raster(path) as ds:
+            with (  # an extra alpha band is the mask: the tiles get an internal mask
+                open_raster(path) as file,
+                image_view(file, file.count if bands is None else bands) as ds,
+            ):
                 img = _Raster(path, ds)
                 _prepare_image(
                     img, opened_labels, out, table, mapping, tile_size, min_valid, summary

@@ -22,8 +22,9 @@ from rasterio.windows import Window
 
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
+from landcover.data.bandview import band_count_problem, has_dataset_mask, image_view
 from landcover.data.pairs import TilePair
-from landcover.data.resolution import has_dataset_mask, on_grid, pixel_size_m, resampled_grid
+from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
 from landcover.errors import DataError, first_line
 from landcover.gdalnoise import silence_gdal
 
@@ -112,21 +113,52 @@ def open_raster(path: str, data: bytes | None = None) -> Iterator[rasterio.io.Da
             memfile.close()
 
 
-def check_image(ds: rasterio.io.DatasetReader, path: str, bands: int) -> None:
+def check_image(
+    ds: rasterio.io.DatasetReader, path: str, bands: int, expects: str = "the model expects"
+) -> None:
     """Checks that an opened image has the expected band count and uint8 data.
+
+    The expected bands and one more tagged alpha (the image's mask:
+    :func:`landcover.data.bandview.image_view`) pass.
 
     Args:
         ds: The open dataset.
         path: Its path, for the message.
         bands: Expected number of bands.
+        expects: Who expects them, for the message.
 
     Raises:
         DataError: If the band count or dtype is wrong.
     """
-    if ds.count != bands:
-        raise DataError(f"{path}: has {ds.count} bands, the model expects {bands}")
+    problem = band_count_problem(ds, bands, expects)
+    if problem is not None:
+        raise DataError(f"{path}: {problem}")
     if ds.dtypes[0] != "uint8":
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
+
+
+@contextmanager
+def checked_image(
+    ds: rasterio.io.DatasetReader, path: str, bands: int, expects: str = "the model expects"
+) -> Iterator[rasterio.io.DatasetReader]:
+    """Checks an opened image (:func:`check_image`), then shows it as the model reads it.
+
+    Args:
+        ds: The open dataset.
+        path: Its path, for the message.
+        bands: Expected number of bands.
+        expects: Who expects them, for the message.
+
+    Yields:
+        ``ds``, or a view of its first ``bands`` bands whose mask is its extra alpha band
+        (:func:`landcover.data.bandview.image_view`).
+
+    Raises:
+        DataError: If the band count or dtype is wrong.
+    """
+    check_image(ds, path, bands, expects)
+    with image_view(ds, bands) as view:
+        yield view
 
 
 def _declared_nodata(ds: rasterio.io.DatasetReader) -> list[float] | None:
@@ -160,7 +192,9 @@ def nodata_mask(
     A pixel is no-data when the file declares a nodata value and every band equals it, or when
     the file's per-dataset mask (an internal GeoTIFF mask or a ``.msk`` sidecar) marks it
     invalid. A band tagged alpha is data, not a mask (NAIP's NIR is often tagged alpha), so
-    pixels with NIR = 0 keep their data.
+    pixels with NIR = 0 keep their data; one band beyond the model's, tagged alpha, is the
+    per-dataset mask of the image's view (:func:`landcover.data.bandview.image_view`), which
+    every command reads.
 
     Args:
         ds: The open image.
@@ -232,10 +266,10 @@ def read_pair(
             grid (labels on another grid or CRS are reprojected, nearest neighbour).
     """
     with (
-        open_raster(pair.image, image_bytes) as img_ds,
+        open_raster(pair.image, image_bytes) as img_file,
         open_raster(pair.label, label_bytes) as lab_ds,
+        checked_image(img_file, pair.image, bands) as img_ds,
     ):
-        check_image(img_ds, pair.image, bands)
         check_alignable(lab_ds, img_ds, label_name=pair.label, image_name=pair.image)
         grid = resampled_grid(img_ds, resolution)
         if resolution is not None and pixel_size_m(img_ds) is None:

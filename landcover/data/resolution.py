@@ -15,17 +15,16 @@ target are left as they are.
 from __future__ import annotations
 
 import math
-import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
-import rasterio
 from affine import Affine
-from rasterio.dtypes import _gdal_typename
-from rasterio.enums import ColorInterp, MaskFlags, Resampling
+from rasterio.enums import Resampling
 from rasterio.errors import CRSError
 from rasterio.vrt import WarpedVRT
+
+from landcover.data.bandview import alpha_as_data, has_dataset_mask
 
 TOLERANCE = 0.01
 """Relative difference of pixel sizes treated as the same (no resampling)."""
@@ -191,20 +190,6 @@ def silly_resampling(ds: Any, grid: tuple[Affine, int, int], patch: int) -> str 
     return None
 
 
-def has_dataset_mask(ds: Any) -> bool:
-    """Whether an image has a per-dataset mask (internal or ``.msk``), an alpha band not counted.
-
-    Args:
-        ds: The open image.
-
-    Returns:
-        True when GDAL reports a per-dataset mask that is not an alpha band (a resampled
-        read keeps it: :func:`on_grid`).
-    """
-    flags = ds.mask_flag_enums[0] if ds.count else []
-    return MaskFlags.per_dataset in flags and MaskFlags.alpha not in flags
-
-
 @contextmanager
 def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resampling) -> Iterator[Any]:
     """A raster seen on another grid of the same CRS, resampled as it is read (window by window).
@@ -243,52 +228,4 @@ def on_grid(ds: Any, grid: tuple[Affine, int, int] | None, resampling: Resamplin
             **extra,
         ) as vrt,
     ):
-        yield vrt
-
-
-@contextmanager
-def alpha_as_data(ds: Any) -> Iterator[Any]:
-    """The dataset with no band tagged alpha: a VRT over it, the alpha band tagged undefined.
-
-    rasterio's :class:`~rasterio.vrt.WarpedVRT` hands GDAL's warper the band tagged alpha as
-    the source's mask, and there is no option to stop it. NAIP files often tag their NIR band
-    alpha (and rasterio tags a 4-band uint8 GeoTIFF's fourth band alpha by default), so every
-    pixel with NIR = 0 (deep water) came out of a resampled read as no-data: all bands 0 (or
-    the nodata value). The VRT keeps each band's nodata value and the file's own per-dataset
-    mask, if it has one; what it reads is the file's pixels, unchanged.
-
-    Args:
-        ds: The open dataset.
-
-    Yields:
-        ``ds`` itself when no band is tagged alpha, else the VRT.
-    """
-    alpha = {i for i, c in enumerate(ds.colorinterp, start=1) if c == ColorInterp.alpha}
-    if not alpha:
-        yield ds
-        return
-    root = ET.Element("VRTDataset", rasterXSize=str(ds.width), rasterYSize=str(ds.height))
-    if ds.crs is not None:
-        ET.SubElement(root, "SRS").text = ds.crs.to_wkt()
-    ET.SubElement(root, "GeoTransform").text = ", ".join(repr(v) for v in ds.transform.to_gdal())
-
-    def source(parent: ET.Element, band: str) -> None:
-        simple = ET.SubElement(parent, "SimpleSource")
-        ET.SubElement(simple, "SourceFilename", relativeToVRT="0").text = ds.name
-        ET.SubElement(simple, "SourceBand").text = band
-
-    for index, dtype, nodata, interp in zip(
-        ds.indexes, ds.dtypes, ds.nodatavals, ds.colorinterp, strict=True
-    ):
-        band = ET.SubElement(root, "VRTRasterBand", dataType=_gdal_typename(dtype), band=str(index))
-        if nodata is not None:
-            ET.SubElement(band, "NoDataValue").text = repr(float(nodata))
-        ET.SubElement(band, "ColorInterp").text = (
-            "Undefined" if index in alpha else interp.name.capitalize()
-        )
-        source(band, str(index))
-    if has_dataset_mask(ds):  # an internal mask
-        mask = ET.SubElement(ET.SubElement(root, "MaskBand"), "VRTRasterBand", dataType="Byte")
-        source(mask, "mask,1")
-    with rasterio.open(ET.tostring(root, encoding="unicode")) as vrt:
         yield vrt

@@ -40,7 +40,7 @@ from landcover.data.pairs import TilePair
 from landcover.data.raster import (
     TileArrays,
     check_codes,
-    check_image,
+    checked_image,
     has_nodata,
     nodata_mask,
     open_raster,
@@ -293,8 +293,11 @@ def _measure_pair(
 ) -> int:
     """Measures one pair read from local files (downloads of remote ones); returns its pixels."""
     try:
-        with open_raster(image) as img, open_raster(label) as lab:
-            check_image(img, pair.image, bands)
+        with (
+            open_raster(image) as img_file,
+            open_raster(label) as lab,
+            checked_image(img_file, pair.image, bands) as img,
+        ):
             check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
             _measure_open_pair(img, lab, pair, mapping, stats)
             stats.tiles += 1

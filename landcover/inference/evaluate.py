@@ -26,13 +26,12 @@ from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
 from landcover.data.pairs import TilePair
-from landcover.data.raster import has_nodata, nodata_mask, open_raster
+from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
 from landcover.inference.loader import InferenceModel, dataset_normalizer
-from landcover.inference.options import check_bands
 from landcover.inference.resolution import (
     BACK_ROWS,
     Resolution,
@@ -75,8 +74,11 @@ def tile_confusion(
     k = mapping.num_classes
     total = torch.zeros((k, k), dtype=torch.int64)
     image_valid = 0
-    with open_raster(pair.image) as img, open_raster(pair.label) as lab:
-        check_bands(img, pair.image, im.bands)
+    with (
+        open_raster(pair.image) as img_file,
+        open_raster(pair.label) as lab,
+        checked_image(img_file, pair.image, im.bands, "the checkpoint expects") as img,
+    ):
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         work = (
             working_grid(img, pair.image, resolution, im.config.data.patch_size)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from landcover.errors import DataError
+from landcover.data.raster import check_image
 from landcover.inference.tileread import IN_MEMORY_BYTES
 
 
@@ -56,7 +56,8 @@ def check_bands(src: Any, path: str, bands: int) -> None:
     """Checks an image's band count and dtype against the model.
 
     A 4th band tagged 'alpha' (common for NAIP NIR) counts as a data band (see
-    :func:`landcover.data.raster.nodata_mask`).
+    :func:`landcover.data.raster.nodata_mask`); one band beyond the model's, tagged alpha, is
+    the image's mask (:func:`landcover.data.bandview.image_view`).
 
     Args:
         src: The open dataset.
@@ -66,7 +67,4 @@ def check_bands(src: Any, path: str, bands: int) -> None:
     Raises:
         DataError: If the band count or dtype does not match.
     """
-    if src.count != bands:
-        raise DataError(f"{path}: has {src.count} bands, the checkpoint expects {bands}")
-    if src.dtypes[0] != "uint8":
-        raise DataError(f"{path}: has dtype {src.dtypes[0]}, expected uint8 imagery")
+    check_image(src, path, bands, "the checkpoint expects")

@@ -26,12 +26,12 @@ from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 
 from landcover import storage
-from landcover.data.raster import open_raster
+from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.encode import EncodedStrip, encode_probs
 from landcover.inference.loader import InferenceModel, dataset_normalizer
-from landcover.inference.options import PredictOptions, check_bands
+from landcover.inference.options import PredictOptions
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
@@ -183,8 +183,11 @@ class TileMapper:
         """
         im, options = self.im, self.options
         stem = storage.name(tile).rsplit(".", 1)[0]
-        with rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB), open_raster(local_tile) as src:
-            check_bands(src, tile, im.bands)
+        with (
+            rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB),
+            open_raster(local_tile) as src,
+            checked_image(src, tile, im.bands, "the checkpoint expects") as image,
+        ):
             height, width = src.height, src.width
             grid = Grid.of(src)
             work = working_grid(src, tile, self.resolution, im.config.data.patch_size)
@@ -213,9 +216,9 @@ class TileMapper:
             writer = MapWriter(src, im.mapping, scratch, self.stored_dtype, tags, label=label)
             try:
                 if work is None:
-                    self._predict_into(tile, src, writer)
+                    self._predict_into(tile, image, writer)
                 else:
-                    self._predict_resampled(tile, src, work, scratch, writer, label)
+                    self._predict_resampled(tile, src, image, work, scratch, writer, label)
             except BaseException:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
@@ -223,12 +226,22 @@ class TileMapper:
         return _TileMaps(tile, local_tile, stem, out, writer, grid)
 
     def _predict_resampled(
-        self, tile: str, src: Any, work: Any, scratch: Path, writer: MapWriter, label: str
+        self,
+        tile: str,
+        src: Any,
+        image: Any,
+        work: Any,
+        scratch: Path,
+        writer: MapWriter,
+        label: str,
     ) -> None:
-        """Predicts a tile on a working grid, then writes its maps onto the tile's grid."""
+        """Predicts a tile on a working grid, then writes its maps onto the tile's grid.
+
+        ``src`` is the tile's file, ``image`` the bands the model reads (its view).
+        """
         folder = scratch / "working-grid"
         folder.mkdir()
-        with on_grid(src, work, Resampling.bilinear) as vrt:
+        with on_grid(image, work, Resampling.bilinear) as vrt:
             inner = MapWriter(vrt, self.im.mapping, folder, self.stored_dtype, label=label)
             try:
                 self._predict_into(tile, vrt, inner)
@@ -287,7 +300,9 @@ class TileMapper:
             maps.writer.publish(class_dst, prob_dst, self.options.prob_compress)
             preview = maps.out / f"{maps.stem}_preview.png"
             if self.options.preview:
-                write_preview(maps.local_tile, class_dst, self.im.mapping, preview)
+                write_preview(
+                    maps.local_tile, class_dst, self.im.mapping, preview, bands=self.im.bands
+                )
             class_map, prob_map = str(class_dst), None if prob_dst is None else str(prob_dst)
             preview_map = str(preview) if self.options.preview else None
             counts = ClassCounts(

@@ -10,6 +10,7 @@ import rasterio
 from rasterio.enums import Resampling
 
 from landcover.classes import ClassMapping
+from landcover.data.bandview import image_view
 from landcover.data.raster import nodata_mask
 from landcover.fileio import atomic_write_bytes
 from landcover.inference.writers import CLASS_NODATA
@@ -85,6 +86,7 @@ def write_preview(
     mapping: ClassMapping,
     out: Path,
     max_side: int = 1024,
+    bands: int | None = None,
 ) -> None:
     """Writes a PNG of the imagery (true colour) beside the class map, with a legend.
 
@@ -97,6 +99,8 @@ def write_preview(
         mapping: The class mapping (names, colours).
         out: Destination PNG (written atomically).
         max_side: Longest side of each panel in pixels.
+        bands: The bands the model read: one more, tagged alpha, is the image's mask
+            (:func:`landcover.data.bandview.image_view`); ``None``: every band is data.
     """
     import matplotlib
 
@@ -104,7 +108,10 @@ def write_preview(
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    with rasterio.open(image_path) as src:
+    with (
+        rasterio.open(image_path) as file,
+        image_view(file, file.count if bands is None else bands) as src,
+    ):
         h, w = _shape(src.height, src.width, max_side)
         rgb = src.read([1, 2, 3], out_shape=(3, h, w), resampling=Resampling.average)
         valid = ~nodata_mask(src, out_shape=(h, w))

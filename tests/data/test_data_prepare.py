@@ -18,7 +18,7 @@ from landcover.data.raster import read_pair
 from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 
-from conftest import REPO, assert_one_line_error, run_cli
+from conftest import REPO, assert_one_line_error, run_cli, write_with_alpha_band
 
 REALDATA = REPO.parent / "shared" / "realdata"
 ALBERS_LABEL = REALDATA / "Baywide_7class_20132014_E1300000_N1770000.tif"
@@ -323,4 +323,32 @@ def test_image_mask_and_nodata_follow_the_tiles(tmp_path: Path) -> None:
         rows, cols = slice(64 * r, 64 * r + 64), slice(64 * c, 64 * c + 64)
         tile = read_pair(TilePair(image_path.name, str(image_path), str(label_path)), mapping, 4)
         want = np.where(nodata[rows, cols], IGNORE_INDEX, 1)  # code 2 is tree_canopy (1)
+        np.testing.assert_array_equal(tile.label, want)
+
+
+def test_an_extra_alpha_band_becomes_the_tiles_mask(tmp_path: Path) -> None:
+    """A 5-band source (RGB, NIR, alpha: ``gdalwarp -dstalpha``) gives 4-band tiles whose
+    internal mask is the alpha band; a tile with no alpha left is dropped."""
+    pixels = np.full((4, 128, 128), 90, dtype=np.uint8)
+    pixels[3, 0:20, 0:40] = 0  # NIR = 0: data
+    alpha = np.full((128, 128), 255, dtype=np.uint8)
+    alpha[10:30, 70:100] = 0
+    alpha[64:128, 0:64] = 0  # the whole bottom-left tile: dropped
+    grid = Affine(1.0, 0.0, 500_000, 0.0, -1.0, 4_000_000)
+    image = write_with_alpha_band(tmp_path / "img.tif", pixels, alpha, UTM18, grid)
+    label = _write_label(tmp_path / "img_lc.tif", np.full((128, 128), 2, np.uint8), UTM18, grid)
+    out = tmp_path / "tiles"
+    mapping = resolve_mapping("chesapeake7")
+    summary = prepare_tiles([str(image)], [str(label)], out, mapping, tile_size=64, bands=4)
+    assert summary.dropped == ["img_r001_c000"]
+    assert len(summary.written) == 3
+    for image_path, label_path in summary.written:
+        r, c = int(image_path.name[5:8]), int(image_path.name[10:13])
+        rows, cols = slice(64 * r, 64 * r + 64), slice(64 * c, 64 * c + 64)
+        with rasterio.open(image_path) as ds:
+            assert ds.count == 4
+            np.testing.assert_array_equal(ds.read(), pixels[:, rows, cols])
+            np.testing.assert_array_equal(ds.read_masks(1) == 0, alpha[rows, cols] == 0)
+        tile = read_pair(TilePair(image_path.name, str(image_path), str(label_path)), mapping, 4)
+        want = np.where(alpha[rows, cols] == 0, IGNORE_INDEX, 1)  # code 2 is tree_canopy (1)
         np.testing.assert_array_equal(tile.label, want)

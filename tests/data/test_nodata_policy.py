@@ -2,7 +2,8 @@
 
 The policy: a pixel is no-data when the file declares a nodata value and every band equals it,
 or when the file's per-dataset (internal) mask marks it. A 4th band tagged alpha is NAIP's NIR:
-its zeros are data. Every expectation here is computed with numpy from the arrays this test
+its zeros are data. A 5th band tagged alpha (``gdalwarp -dstalpha``, GIS exports) is the mask:
+its zeros are no-data, and the model reads the 4 bands before it. Every expectation here is computed with numpy from the arrays this test
 writes, never through rasterio's ``dataset_mask`` or landcover's own mask function.
 """
 
@@ -22,12 +23,12 @@ from landcover.data.pairs import TilePair
 from landcover.data.raster import read_pair
 from landcover.data.stats import DataStats, measure_pairs
 
-from conftest import run_cli
+from conftest import run_cli, write_with_alpha_band
 
 NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
 CODE_TO_CLASS = {1: 0, 2: 1, 3: 2}  # chesapeake7 codes used here; 15 is the label's no-data
 HEIGHT, WIDTH = 40, 48
-CASES = ("alpha", "nodata", "mask")
+CASES = ("alpha", "nodata", "mask", "extra_alpha")
 
 
 def _arrays() -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -48,6 +49,8 @@ def _expected_nodata(case: str) -> np.ndarray:
     image, _, mask = _arrays()
     if case == "alpha":  # no nodata value, no mask: the alpha-tagged NIR hides nothing
         return np.zeros((HEIGHT, WIDTH), dtype=bool)
+    if case == "extra_alpha":  # no nodata value: the alpha band alone says where
+        return mask == 0
     declared = (image[0] == 0) & (image[1] == 0) & (image[2] == 0) & (image[3] == 0)
     if case == "nodata":
         return declared
@@ -74,21 +77,24 @@ def _write_case(folder: Path, case: str) -> TilePair:
         "crs": "EPSG:26918",
         "transform": from_origin(350000, 4300000, 1, 1),
     }
-    nodata = None if case == "alpha" else 0
+    nodata = None if case in ("alpha", "extra_alpha") else 0
     img_path, lab_path = folder / f"{case}_naip.tif", folder / f"{case}_lc.tif"
-    with (
-        rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True),
-        rasterio.open(
-            img_path, "w", count=4, nodata=nodata, photometric="RGB", alpha="YES", **common
-        ) as ds,
-    ):
-        ds.write(image)
-        if case == "mask":
-            ds.write_mask(mask)
+    if case == "extra_alpha":  # as gdalwarp -dstalpha writes it: RGB, NIR, alpha
+        write_with_alpha_band(img_path, image, mask, common["crs"], common["transform"])
+    else:
+        with (
+            rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True),
+            rasterio.open(
+                img_path, "w", count=4, nodata=nodata, photometric="RGB", alpha="YES", **common
+            ) as ds,
+        ):
+            ds.write(image)
+            if case == "mask":
+                ds.write_mask(mask)
     with rasterio.open(lab_path, "w", count=1, nodata=15, **common) as ds:
         ds.write(codes, 1)
     with rasterio.open(img_path) as ds:  # the trap is armed: band 4 is tagged alpha
-        assert ds.colorinterp[3] == ColorInterp.alpha
+        assert ds.colorinterp[3] == ColorInterp.alpha or case == "extra_alpha"
         if case == "alpha":  # and GDAL's own dataset mask would hide the NIR = 0 pixels
             assert not ds.dataset_mask()[5:15, 10:30].any()
     return TilePair(case, str(img_path), str(lab_path))
@@ -122,13 +128,21 @@ def test_expectations_differ_between_cases() -> None:
     image, _, _ = _arrays()
     assert (image[3] == 0).sum() > (image == 0).all(axis=0).sum() > 0
     sizes = [int(_expected_nodata(case).sum()) for case in CASES]
-    assert sizes == [0, 80, 80 + 60]
+    assert sizes == [0, 80, 80 + 60, 60]
 
 
 @pytest.mark.parametrize("case", CASES)
-def test_training_load(folders: dict, case: str) -> None:
+@pytest.mark.parametrize("fetched", [False, True], ids=["file", "bytes"])
+def test_training_load(folders: dict, case: str, fetched: bool) -> None:
+    """From the file, and from its bytes (as a blob is read: an in-memory file)."""
     _, pair = folders[case]
-    tile = read_pair(pair, resolve_mapping("chesapeake7"), 4)
+    data = {}
+    if fetched:
+        data = {
+            "image_bytes": Path(pair.image).read_bytes(),
+            "label_bytes": Path(pair.label).read_bytes(),
+        }
+    tile = read_pair(pair, resolve_mapping("chesapeake7"), 4, **data)
     np.testing.assert_array_equal(tile.label, _expected_classes(case))
     expected = _expected_nodata(case)
     if expected.any():

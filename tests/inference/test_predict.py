@@ -286,6 +286,31 @@ def test_band_mismatch(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None
     assert not (tmp_path / "o").exists()
 
 
+def test_a_fifth_band_not_tagged_alpha_is_refused(
+    odd_tile: Path, checkpoint: Path, tmp_path: Path
+) -> None:
+    """One band more than the model reads is its mask only when tagged alpha: the message
+    says so, and names the band's tag."""
+    with rasterio.open(odd_tile) as ds:
+        pixels, profile = ds.read(), ds.profile
+    profile.update(count=5, photometric="MINISBLACK", nodata=None)
+    five = tmp_path / "five.tif"
+    with rasterio.open(five, "w", **profile) as ds:
+        ds.write(np.concatenate([pixels, pixels[:1]]))
+    with rasterio.open(five) as ds:
+        assert ds.colorinterp[4] == rasterio.enums.ColorInterp.undefined
+    result = run_cli(
+        "predict", str(five), "--checkpoint", str(checkpoint), "--out", str(tmp_path / "o")
+    )
+    assert_one_line_error(
+        result,
+        "five.tif",
+        "has 5 bands, the checkpoint expects 4 (an extra band is read as the mask only when "
+        "tagged alpha: band 5 is tagged undefined)",
+    )
+    assert not (tmp_path / "o").exists()
+
+
 def test_corrupt_checkpoint_keeps_earlier_outputs(
     odd_tile: Path, checkpoint: Path, tmp_path: Path
 ) -> None:

@@ -23,13 +23,14 @@ from rasterio.enums import ColorInterp, Resampling
 from scipy.ndimage import map_coordinates
 
 from landcover.classes import resolve_mapping
+from landcover.data.bandview import image_view
 from landcover.data.memory import load_tiles
 from landcover.data.pairs import discover_pairs
 from landcover.data.raster import nodata_mask
 from landcover.data.resolution import on_grid
 from landcover.data.synthetic import synthesize_scene, write_pair
 
-from conftest import TINY_CONFIG, run_cli, train_args
+from conftest import TINY_CONFIG, run_cli, train_args, write_with_alpha_band
 
 GROUND_M = 240
 """Side of the scene in metres."""
@@ -332,6 +333,55 @@ def test_predict_keeps_nir_zero_pixels_of_a_resampled_tile(
     has_data = np.any(image != 0, axis=0)
     assert has_data[100:160, 100:160].all()
     assert np.all(classes[has_data] != 255), int(np.sum(classes[has_data] == 255))
+
+
+def test_an_extra_alpha_band_is_the_mask_on_another_grid(tmp_path: Path) -> None:
+    """A 5th band tagged alpha is the image's mask: seen through ``image_view`` on a grid of
+    twice the pixels (nearest), the 4 bands are each pixel's 2 x 2 block and alpha = 0 is
+    no-data, while NIR = 0 stays data."""
+    rng = np.random.default_rng(9)
+    image = rng.integers(1, 250, size=(4, 32, 32), dtype=np.uint8)
+    image[3, 4:12, 4:12] = 0  # NIR = 0: data
+    alpha = np.full((32, 32), 255, dtype=np.uint8)
+    alpha[:, 20:] = 0
+    path = tmp_path / "five.tif"
+    write_with_alpha_band(path, image, alpha, CRS, Affine(1.0, 0, ORIGIN[0], 0, -1.0, ORIGIN[1]))
+    fine = (Affine(0.5, 0, ORIGIN[0], 0, -0.5, ORIGIN[1]), 64, 64)
+    with (
+        rasterio.open(path) as ds,
+        image_view(ds, 4) as view,
+        on_grid(view, fine, Resampling.nearest) as vrt,
+    ):
+        assert vrt.count == 4
+        read = vrt.read()
+        nodata_read = nodata_mask(vrt)
+    expected_nodata = (alpha == 0).repeat(2, axis=0).repeat(2, axis=1)
+    np.testing.assert_array_equal(nodata_read, expected_nodata)
+    expected = image.repeat(2, axis=1).repeat(2, axis=2)
+    np.testing.assert_array_equal(read[:, ~expected_nodata], expected[:, ~expected_nodata])
+
+
+def test_predict_reads_a_resampled_tiles_extra_alpha_band_as_its_mask(
+    checkpoint: Path, scene: dict[str, Path], tmp_path: Path
+) -> None:
+    """The 0.6 m tile (mapped at the model's 1 m) with a 5th band tagged alpha, 0 over a block:
+    that block is no-data in the map, and the rest (NIR = 0 included) has classes."""
+    with rasterio.open(scene["0.6"]) as ds:
+        image, transform = ds.read(), ds.transform
+    height, width = image.shape[1:]
+    image[3, 20:80, 20:80] = 0  # NIR = 0: data
+    alpha = np.full((height, width), 255, dtype=np.uint8)
+    alpha[100:200, 150:300] = 0
+    tile = tmp_path / "tiles" / "masked_naip.tif"
+    tile.parent.mkdir()
+    write_with_alpha_band(tile, image, alpha, CRS, transform)
+    predict(checkpoint, tmp_path / "maps", tile)
+    classes, info = read_map(tmp_path / "maps" / "masked_naip_class.tif")
+    assert info["shape"] == (height, width)
+    assert np.all(classes[105:195, 155:295] == 255)  # inside the block, clear of its edges
+    keep = np.ones((height, width), dtype=bool)
+    keep[95:205, 145:305] = False  # clear of the block's resampled edges
+    assert np.all(classes[keep] != 255), int(np.sum(classes[keep] == 255))
 
 
 def test_old_checkpoint_predicts_natively(
