@@ -40,6 +40,23 @@ class Problem:
         return f"{self.path}: {self.message}"
 
 
+@dataclass(frozen=True)
+class LabelShares:
+    """What share of a tile's (or the folder's) pixels each class, no-data and unknown codes are.
+
+    Attributes:
+        per_class: Each class's share of all pixels (image no-data pixels not counted).
+        nodata: Pixels training ignores: label codes the mapping ignores, and pixels where
+            the image has no data.
+        unknown: Label codes the mapping does not know (a ``codes`` error), image no-data
+            or not.
+    """
+
+    per_class: list[float]
+    nodata: float
+    unknown: float
+
+
 @dataclass
 class TileReport:
     """Pixel statistics of one readable pair.
@@ -116,18 +133,15 @@ class CheckReport:
         """
         return {p.kind for p in self.problems if p.path == str(path)}
 
-    def fractions(
-        self, counts: np.ndarray, masked: np.ndarray | None = None
-    ) -> tuple[list[float], float]:
-        """Splits label-code counts into class fractions and the no-data fraction.
+    def fractions(self, counts: np.ndarray, masked: np.ndarray | None = None) -> LabelShares:
+        """Splits label-code counts into class, no-data and unknown-code shares.
 
         Args:
             counts: ``(256,)`` pixel counts per label code.
             masked: ``(256,)`` the part of ``counts`` under image no-data pixels, if any.
 
         Returns:
-            ``(per-class fractions, no-data fraction)`` of all pixels; codes the mapping ignores
-            or does not know, and pixels where the image has no data, count as no-data.
+            The shares of all pixels; they sum to 1.
         """
         total = max(int(counts.sum()), 1)
         labelled = counts if masked is None else counts - masked
@@ -135,8 +149,12 @@ class CheckReport:
         per_class = [
             float(labelled[table == k].sum()) / total for k in range(self.mapping.num_classes)
         ]
-        labelled_pixels = int(labelled[table != IGNORE_INDEX].sum())
-        return per_class, float(int(counts.sum()) - labelled_pixels) / total
+        known = np.zeros(256, dtype=bool)
+        known[sorted(self.mapping.known_codes)] = True
+        unknown = int(counts[~known].sum())
+        labelled_pixels = int(labelled[known & (table != IGNORE_INDEX)].sum())
+        nodata = int(counts.sum()) - labelled_pixels - unknown
+        return LabelShares(per_class, nodata / total, unknown / total)
 
     def total_masked(self) -> np.ndarray:
         """Label-code counts under image no-data pixels, summed over every counted tile."""
@@ -174,18 +192,21 @@ def print_report(report: CheckReport) -> None:
     table = Table(title=f"{report.root}: {len(report.tiles)} of {report.pairs} pairs counted")
     table.add_column("tile")
     table.add_column("size", justify="right")
-    for column in [*names, "no-data"]:
+    totals = report.fractions(report.total_counts(), report.total_masked())
+    unknown = totals.unknown > 0  # a column only when some label holds codes of no class
+
+    def cells(shares: LabelShares) -> list[str]:
+        extra = [_pct(shares.unknown)] if unknown else []
+        return [*(_pct(f) for f in shares.per_class), _pct(shares.nodata), *extra]
+
+    for column in [*names, "no-data", *(["unknown code"] if unknown else [])]:
         table.add_column(f"{column} %", justify="right")
     for tile in report.tiles:
-        per_class, nodata = report.fractions(tile.counts, tile.masked)
         size = f"{tile.width}x{tile.height}" + (" *" if tile.aligned else "")
-        table.add_row(tile.name, size, *[_pct(f) for f in per_class], _pct(nodata))
-    total = report.total_counts()
-    per_class, nodata = report.fractions(total, report.total_masked())
+        table.add_row(tile.name, size, *cells(report.fractions(tile.counts, tile.masked)))
     mpx = sum(t.pixels for t in report.tiles) / 1e6
     table.add_section()
-    totals = [*(_pct(f) for f in per_class), _pct(nodata)]
-    table.add_row(f"total: {len(report.tiles)} tiles", f"{mpx:.2f} Mpx", *totals)
+    table.add_row(f"total: {len(report.tiles)} tiles", f"{mpx:.2f} Mpx", *cells(totals))
     console.print(table)
     if any(t.aligned for t in report.tiles):
         console.print("* label on another grid, counted after reprojection onto the image grid")

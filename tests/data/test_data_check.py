@@ -138,8 +138,17 @@ def test_report_lists_every_fault_by_file_and_kind(faulty: tuple[Path, dict]) ->
     # Alignable labels are counted on the image grid.
     assert tiles["synth_005"].aligned and tiles["synth_005"].pixels == SIZE * SIZE
     assert tiles["synth_005"].counts.sum() == SIZE * SIZE
-    per_class, nodata = report.fractions(report.total_counts())
-    assert abs(sum(per_class) + nodata - 1.0) < 1e-9
+    shares = report.fractions(report.total_counts())
+    assert abs(sum(shares.per_class) + shares.nodata + shares.unknown - 1.0) < 1e-9
+    # the 25 pixels of code 9 in synth_008's label are unknown codes, not no-data
+    with rasterio.open(folder / "synth_008_lc.tif") as ds:
+        codes = ds.read(1)
+    assert (codes == 9).sum() == 25
+    eight = report.fractions(tiles["synth_008"].counts)
+    assert eight.unknown == pytest.approx(25 / codes.size, abs=1e-12)
+    ignored = np.isin(codes, [0, 15]).sum()  # chesapeake7's ignored codes: no-data
+    assert eight.nodata == pytest.approx(ignored / codes.size, abs=1e-12)
+    assert report.fractions(tiles["synth_000"].counts).unknown == 0
     assert "synth_006" not in tiles and "synth_010" not in tiles
 
 
@@ -158,6 +167,7 @@ def test_cli_exits_non_zero_and_names_every_bad_file(faulty: tuple[Path, dict]) 
         assert listed, f"{path} not listed:\n{result.stdout}"
         assert any(kind in line for kind in kinds for line in listed)
     assert "synth_000" in result.stdout  # the table
+    assert "unknown" in result.stdout  # its column of codes of no class (synth_008's)
     assert "total" in result.stdout
 
 
@@ -169,6 +179,7 @@ def test_clean_folder_passes(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stdout + result.stderr
     assert "all 3 pairs are fine" in result.stdout
     assert "forest %" in result.stdout and "0.01 Mpx" in result.stdout
+    assert "unknown" not in result.stdout  # no column of codes of no class when none are
 
 
 def test_missing_folder_is_one_line_error(tmp_path: Path) -> None:

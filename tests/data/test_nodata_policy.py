@@ -174,11 +174,12 @@ def test_check_counts_image_nodata(folders: dict, case: str) -> None:
     report = check_folder(folder, resolve_mapping("chesapeake7"))
     assert report.ok, report.problems
     (tile,) = report.tiles
-    per_class, nodata = report.fractions(tile.counts, tile.masked)
+    shares = report.fractions(tile.counts, tile.masked)
     classes = _expected_classes(case)
-    assert nodata == pytest.approx((classes == 255).mean(), abs=1e-12)
+    assert shares.nodata == pytest.approx((classes == 255).mean(), abs=1e-12)
+    assert shares.unknown == 0
     for k in range(6):
-        assert per_class[k] == pytest.approx((classes == k).mean(), abs=1e-12)
+        assert shares.per_class[k] == pytest.approx((classes == k).mean(), abs=1e-12)
 
 
 @pytest.mark.parametrize("case", CASES)
