@@ -46,6 +46,10 @@ def has_dataset_mask(ds: Any) -> bool:
 def extra_alpha(ds: Any, bands: int) -> int | None:
     """The band that is the image's mask: one band beyond ``bands``, tagged alpha.
 
+    Only beyond 4 or more bands: a 4-band file read by a 3-band model is most often NAIP's
+    R, G, B, NIR with NIR tagged alpha (rasterio's default), whose NIR = 0 pixels are data,
+    so it stays a band-count error rather than a guess.
+
     Args:
         ds: The open image.
         bands: The bands the model reads.
@@ -53,7 +57,7 @@ def extra_alpha(ds: Any, bands: int) -> int | None:
     Returns:
         Its 1-based index, or ``None`` when the image has no such band.
     """
-    if ds.count == bands + 1 and ds.colorinterp[-1] == ColorInterp.alpha:
+    if bands >= 4 and ds.count == bands + 1 and ds.colorinterp[-1] == ColorInterp.alpha:
         return ds.count
     return None
 
@@ -68,12 +72,13 @@ def band_count_problem(ds: Any, bands: int, expects: str = "the model expects") 
 
     Returns:
         ``has 5 bands, the model expects 4`` (with a hint when one extra band is not tagged
-        alpha), or ``None`` when the image has ``bands`` bands, or those and an alpha band.
+        alpha), or ``None`` when the image has ``bands`` bands, or those and an alpha band
+        (:func:`extra_alpha`).
     """
     if ds.count == bands or extra_alpha(ds, bands) is not None:
         return None
     problem = f"has {ds.count} bands, {expects} {bands}"
-    if ds.count == bands + 1:
+    if ds.count == bands + 1 and bands >= 4:
         problem += f" (an extra band is read as the mask only when tagged alpha: band {ds.count}"
         problem += f" is tagged {ds.colorinterp[-1].name})"
     return problem
@@ -101,12 +106,20 @@ def _band_vrt(ds: Any, indexes: list[int], mask_band: str | None) -> str:
         ET.SubElement(simple, "SourceFilename", relativeToVRT="0").text = ds.name
         ET.SubElement(simple, "SourceBand").text = band
 
+    block_y, block_x = ds.block_shapes[0]  # the file's blocks: reads aligned to them stay so
     for position, index in enumerate(indexes, start=1):
         dtype, nodata = ds.dtypes[index - 1], ds.nodatavals[index - 1]
-        interp = ds.colorinterp[index - 1]
+        interp, text = ds.colorinterp[index - 1], ds.descriptions[index - 1]
         band = ET.SubElement(
-            root, "VRTRasterBand", dataType=_gdal_typename(dtype), band=str(position)
+            root,
+            "VRTRasterBand",
+            dataType=_gdal_typename(dtype),
+            band=str(position),
+            blockXSize=str(block_x),
+            blockYSize=str(block_y),
         )
+        if text:
+            ET.SubElement(band, "Description").text = text
         if nodata is not None:
             ET.SubElement(band, "NoDataValue").text = repr(float(nodata))
         ET.SubElement(band, "ColorInterp").text = (  # a band tagged alpha shows as data
@@ -155,8 +168,9 @@ def image_view(ds: Any, bands: int) -> Iterator[Any]:
     Yields:
         ``ds`` itself when it has no extra alpha band (:func:`extra_alpha`), else a VRT of its
         first ``bands`` bands (any of them tagged alpha shown as data) whose per-dataset mask
-        is the alpha band: 0 is no data. The file's own nodata values stay; the alpha band
-        stands in for an internal mask, if the file has both.
+        is the alpha band: 0 is no data. The file's own nodata values, band descriptions and
+        block size stay; an internal mask of the file is not read when it has an alpha band
+        too (the alpha band replaces it).
     """
     alpha = extra_alpha(ds, bands)
     if alpha is None:

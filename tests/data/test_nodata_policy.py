@@ -18,10 +18,12 @@ from rasterio.enums import ColorInterp
 from rasterio.transform import from_origin
 
 from landcover.classes import resolve_mapping
+from landcover.data.bandview import image_view
 from landcover.data.check import check_folder
 from landcover.data.pairs import TilePair
 from landcover.data.raster import read_pair
 from landcover.data.stats import DataStats, measure_pairs
+from landcover.errors import DataError
 
 from conftest import run_cli, write_with_alpha_band
 
@@ -220,3 +222,31 @@ def test_evaluate_counts_exactly_the_data_pixels(
     assert metrics["support"] == {name: int((classes == k).sum()) for k, name in enumerate(NAMES)}
     # every prediction is tree_canopy: accuracy is the labelled tree share
     assert metrics["accuracy"] == pytest.approx((classes == 1).sum() / (classes != 255).sum())
+
+
+def test_a_4_band_file_with_nir_tagged_alpha_is_not_a_3_band_image_and_its_mask(
+    folders: dict,
+) -> None:
+    """An extra alpha band is the mask only beyond 4 or more bands: NAIP's NIR tagged alpha
+    (the ``alpha`` case's file) read by a 3-band model stays a band-count error."""
+    _, pair = folders["alpha"]
+    with pytest.raises(DataError) as raised:
+        read_pair(pair, resolve_mapping("chesapeake7"), 3)
+    assert str(raised.value) == f"{pair.image}: has 4 bands, the model expects 3"
+
+
+def test_the_view_keeps_the_files_blocks_and_band_descriptions(tmp_path: Path) -> None:
+    """A striped 5-band file (gdalwarp's default layout): the view's blocks are the file's, so
+    reads aligned to them decode each strip once, and the band names travel with it."""
+    image, _, mask = _arrays()
+    path = write_with_alpha_band(
+        tmp_path / "striped.tif", image, mask, "EPSG:26918", from_origin(350000, 4300000, 1, 1)
+    )
+    names = ["red", "green", "blue", "nir", "alpha"]
+    with rasterio.open(path, "r+") as ds:
+        for band, name in enumerate(names, start=1):
+            ds.set_band_description(band, name)
+    with rasterio.open(path) as ds, image_view(ds, 4) as view:
+        assert ds.block_shapes[0][1] == WIDTH  # strips, as written
+        assert view.count == 4 and view.block_shapes == ds.block_shapes[:4]
+        assert view.descriptions == tuple(names[:4])
