@@ -84,14 +84,15 @@ def band_count_problem(ds: Any, bands: int, expects: str = "the model expects") 
     return problem
 
 
-def _band_vrt(ds: Any, indexes: list[int], mask_band: str | None) -> str:
-    """The XML of a VRT of some bands of ``ds`` (none tagged alpha), its mask ``mask_band``.
+def _band_vrt(ds: Any, indexes: list[int], masks: tuple[str, ...]) -> str:
+    """The XML of a VRT of some bands of ``ds`` (none tagged alpha), masked by ``masks``.
 
     Args:
         ds: The open dataset.
         indexes: Its bands to show, in order.
-        mask_band: GDAL's source band of the mask (``"5"``, or ``"mask,1"`` for the file's own
-            per-dataset mask); ``None``: no mask.
+        masks: GDAL's source bands of the per-dataset mask (``"5"``, ``"mask,1"`` for the
+            file's own per-dataset mask); with two, a pixel is valid where both are (their
+            minimum, a GDAL pixel function); none: no mask.
 
     Returns:
         The VRT's XML, for :func:`rasterio.open`.
@@ -126,9 +127,13 @@ def _band_vrt(ds: Any, indexes: list[int], mask_band: str | None) -> str:
             "Undefined" if interp == ColorInterp.alpha else interp.name.capitalize()
         )
         source(band, str(index))
-    if mask_band is not None:
+    if masks:
         mask = ET.SubElement(ET.SubElement(root, "MaskBand"), "VRTRasterBand", dataType="Byte")
-        source(mask, mask_band)
+        if len(masks) > 1:
+            mask.set("subClass", "VRTDerivedRasterBand")
+            ET.SubElement(mask, "PixelFunctionType").text = "min"
+        for band in masks:
+            source(mask, band)
     return ET.tostring(root, encoding="unicode")
 
 
@@ -152,7 +157,7 @@ def alpha_as_data(ds: Any) -> Iterator[Any]:
     if ColorInterp.alpha not in ds.colorinterp:
         yield ds
         return
-    mask = "mask,1" if has_dataset_mask(ds) else None  # an internal mask
+    mask = ("mask,1",) if has_dataset_mask(ds) else ()  # an internal mask
     with rasterio.open(_band_vrt(ds, list(ds.indexes), mask)) as vrt:
         yield vrt
 
@@ -168,13 +173,14 @@ def image_view(ds: Any, bands: int) -> Iterator[Any]:
     Yields:
         ``ds`` itself when it has no extra alpha band (:func:`extra_alpha`), else a VRT of its
         first ``bands`` bands (any of them tagged alpha shown as data) whose per-dataset mask
-        is the alpha band: 0 is no data. The file's own nodata values, band descriptions and
-        block size stay; an internal mask of the file is not read when it has an alpha band
-        too (the alpha band replaces it).
+        is the alpha band: 0 is no data (and, where the file also has an internal mask,
+        where that mask says so). The file's own nodata values, band descriptions and block
+        size stay.
     """
     alpha = extra_alpha(ds, bands)
     if alpha is None:
         yield ds
         return
-    with rasterio.open(_band_vrt(ds, list(range(1, bands + 1)), str(alpha))) as vrt:
+    masks = (str(alpha), "mask,1") if has_dataset_mask(ds) else (str(alpha),)
+    with rasterio.open(_band_vrt(ds, list(range(1, bands + 1)), masks)) as vrt:
         yield vrt

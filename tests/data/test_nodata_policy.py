@@ -14,14 +14,15 @@ import numpy as np
 import pytest
 import rasterio
 import torch
-from rasterio.enums import ColorInterp
+from rasterio.enums import ColorInterp, Resampling
 from rasterio.transform import from_origin
 
 from landcover.classes import resolve_mapping
 from landcover.data.bandview import image_view
 from landcover.data.check import check_folder
 from landcover.data.pairs import TilePair
-from landcover.data.raster import read_pair
+from landcover.data.raster import nodata_mask, read_pair
+from landcover.data.resolution import on_grid
 from landcover.data.stats import DataStats, measure_pairs
 from landcover.errors import DataError
 
@@ -250,3 +251,35 @@ def test_the_view_keeps_the_files_blocks_and_band_descriptions(tmp_path: Path) -
         assert ds.block_shapes[0][1] == WIDTH  # strips, as written
         assert view.count == 4 and view.block_shapes == ds.block_shapes[:4]
         assert view.descriptions == tuple(names[:4])
+
+
+def test_an_internal_mask_and_an_alpha_band_both_mask(tmp_path: Path) -> None:
+    """A 5-band file with an internal mask too: no data where either says so, in training's
+    load as in a resampled read."""
+    image, codes, alpha = _arrays()
+    image[:, 30:40, 0:8] = 1  # no all-zero pixels: on another grid on_grid's nodata 0 hides them
+    internal = np.full((HEIGHT, WIDTH), 255, dtype=np.uint8)
+    internal[:, :5] = 0  # beside the alpha's block, overlapping none of it
+    transform = from_origin(350000, 4300000, 1, 1)
+    path = write_with_alpha_band(tmp_path / "both_naip.tif", image, alpha, "EPSG:26918", transform)
+    with rasterio.Env(GDAL_TIFF_INTERNAL_MASK=True), rasterio.open(path, "r+") as ds:
+        ds.write_mask(internal)
+    label = tmp_path / "both_lc.tif"
+    profile = {"driver": "GTiff", "width": WIDTH, "height": HEIGHT, "count": 1, "dtype": "uint8"}
+    with rasterio.open(
+        label, "w", **profile, crs="EPSG:26918", transform=transform, nodata=15
+    ) as ds:
+        ds.write(codes, 1)
+    expected = (alpha == 0) | (internal == 0)
+    assert (alpha == 0).sum() > 0 and (internal == 0).sum() > 0
+    tile = read_pair(TilePair("both", str(path), str(label)), resolve_mapping("chesapeake7"), 4)
+    np.testing.assert_array_equal(tile.nodata, expected)
+    fine = (from_origin(350000, 4300000, 0.5, 0.5), 2 * WIDTH, 2 * HEIGHT)
+    with (
+        rasterio.open(path) as ds,
+        image_view(ds, 4) as view,
+        on_grid(view, fine, Resampling.nearest) as vrt,
+    ):
+        np.testing.assert_array_equal(
+            nodata_mask(vrt), expected.repeat(2, axis=0).repeat(2, axis=1)
+        )
