@@ -163,12 +163,12 @@ def alpha_as_data(ds: Any) -> Iterator[Any]:
 
 
 @contextmanager
-def image_view(ds: Any, bands: int) -> Iterator[Any]:
+def image_view(ds: Any, bands: int | None) -> Iterator[Any]:
     """The image as the model reads it: its first ``bands`` bands, an extra alpha band its mask.
 
     Args:
         ds: The open image (its band count checked: :func:`band_count_problem`).
-        bands: The bands the model reads.
+        bands: The bands the model reads; ``None``: every band is data.
 
     Yields:
         ``ds`` itself when it has no extra alpha band (:func:`extra_alpha`), else a VRT of its
@@ -177,7 +177,7 @@ def image_view(ds: Any, bands: int) -> Iterator[Any]:
         where that mask says so). The file's own nodata values, band descriptions and block
         size stay.
     """
-    alpha = extra_alpha(ds, bands)
+    alpha = None if bands is None else extra_alpha(ds, bands)
     if alpha is None:
         yield ds
         return

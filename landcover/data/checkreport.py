@@ -152,7 +152,7 @@ class CheckReport:
         known = np.zeros(256, dtype=bool)
         known[sorted(self.mapping.known_codes)] = True
         unknown = int(counts[~known].sum())
-        labelled_pixels = int(labelled[known & (table != IGNORE_INDEX)].sum())
+        labelled_pixels = int(labelled[table != IGNORE_INDEX].sum())  # (unknown: ignored)
         nodata = int(counts.sum()) - labelled_pixels - unknown
         return LabelShares(per_class, nodata / total, unknown / total)
 

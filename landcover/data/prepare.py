@@ -305,7 +305,7 @@ def prepare_tiles(
             before = (len(summary.written), len(summary.dropped))
             with (  # an extra alpha band is the mask: the tiles get an internal mask
                 open_raster(path) as file,
-                image_view(file, file.count if bands is None else bands) as ds,
+                image_view(file, bands) as ds,
             ):
                 img = _Raster(path, ds)
                 _prepare_image(

@@ -32,6 +32,7 @@ from landcover.errors import DataError
 from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
 from landcover.inference.loader import InferenceModel, dataset_normalizer
+from landcover.inference.options import CHECKPOINT_EXPECTS
 from landcover.inference.resolution import (
     BACK_ROWS,
     Resolution,
@@ -77,7 +78,7 @@ def tile_confusion(
     with (
         open_raster(pair.image) as img_file,
         open_raster(pair.label) as lab,
-        checked_image(img_file, pair.image, im.bands, "the checkpoint expects") as img,
+        checked_image(img_file, pair.image, im.bands, CHECKPOINT_EXPECTS) as img,
     ):
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         work = (

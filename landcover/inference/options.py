@@ -52,6 +52,10 @@ class PredictOptions:
     tile_memory: int = IN_MEMORY_BYTES
 
 
+CHECKPOINT_EXPECTS = "the checkpoint expects"
+"""Who expects an input's bands, in predict's and evaluate's band-count errors."""
+
+
 def check_bands(src: Any, path: str, bands: int) -> None:
     """Checks an image's band count and dtype against the model.
 
@@ -67,4 +71,4 @@ def check_bands(src: Any, path: str, bands: int) -> None:
     Raises:
         DataError: If the band count or dtype does not match.
     """
-    check_image(src, path, bands, "the checkpoint expects")
+    check_image(src, path, bands, CHECKPOINT_EXPECTS)

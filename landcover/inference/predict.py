@@ -31,7 +31,7 @@ from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.encode import EncodedStrip, encode_probs
 from landcover.inference.loader import InferenceModel, dataset_normalizer
-from landcover.inference.options import PredictOptions
+from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
@@ -186,7 +186,7 @@ class TileMapper:
         with (
             rasterio.Env(GDAL_CACHEMAX=GDAL_CACHE_MB),
             open_raster(local_tile) as src,
-            checked_image(src, tile, im.bands, "the checkpoint expects") as image,
+            checked_image(src, tile, im.bands, CHECKPOINT_EXPECTS) as image,
         ):
             height, width = src.height, src.width
             grid = Grid.of(src)

@@ -110,7 +110,7 @@ def write_preview(
 
     with (
         rasterio.open(image_path) as file,
-        image_view(file, file.count if bands is None else bands) as src,
+        image_view(file, bands) as src,
     ):
         h, w = _shape(src.height, src.width, max_side)
         rgb = src.read([1, 2, 3], out_shape=(3, h, w), resampling=Resampling.average)
