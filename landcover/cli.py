@@ -25,6 +25,7 @@ from landcover.commands.options import (
 )
 from landcover.errors import LandcoverError
 from landcover.registry import engine_help
+from landcover.usage import run_app
 
 INTERRUPTED = "interrupted by SIGINT (rerun the same command to resume)"
 
@@ -329,7 +330,7 @@ def evaluate(
 def main() -> None:
     """Runs the CLI; user-fixable problems print one line and exit non-zero.
 
-    So do read-only, unwritable and full destinations (:mod:`landcover.diskerrors`). Every
+    So do usage errors (:mod:`landcover.usage`), and read-only, unwritable and full destinations (:mod:`landcover.diskerrors`). Every
     line the process prints passes through :mod:`landcover.redaction`.
     """
     from landcover.allocator import tune_allocator
@@ -340,7 +341,7 @@ def main() -> None:
     redaction.install()
     tune_allocator()
     try:
-        app()
+        run_app(app)  # a usage error of any command: one error: line, exit 2
     except LandcoverError as exc:
         print(f"error: {redaction.redact(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)

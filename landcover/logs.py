@@ -27,6 +27,34 @@ class RedactingFormatter(logging.Formatter):
         return redact(super().format(record))
 
 
+class ConsoleFormatter(RedactingFormatter):
+    """The console's format: INFO lines timed, every WARNING line ``warning: ...``.
+
+    One format for every warning record whoever logs it, so a warning reads as the CLI's
+    other ``warning:`` lines do and stands out of the progress lines around it.
+
+    Args:
+        prefix: What goes before each message (``[rank R] `` with several workers).
+    """
+
+    def __init__(self, prefix: str = "") -> None:
+        super().__init__(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S")
+        self.warning = RedactingFormatter(f"warning: {prefix}%(message)s")
+
+    def format(self, record: logging.LogRecord) -> str:
+        """Formats the record: a WARNING record as one ``warning:`` line.
+
+        Args:
+            record: The log record.
+
+        Returns:
+            The redacted line.
+        """
+        if record.levelno == logging.WARNING:
+            return self.warning.format(record)
+        return super().format(record)
+
+
 class LogFileHandler(logging.FileHandler):
     """A log file that stops quietly when it cannot be written (a full or read-only disk).
 
@@ -80,13 +108,13 @@ def _warning_line(
     Python's own shows the library's file and source line: two lines of someone else's code.
     """
     text = str(message).strip().splitlines()
-    logging.getLogger("landcover").warning(
-        "warning: %s (%s)", text[0] if text else "", category.__name__
-    )
+    logging.getLogger("landcover").warning("%s (%s)", text[0] if text else "", category.__name__)
 
 
 def setup_logging(env: DistEnv, out: str | None) -> None:
     """Sends rank 0's INFO lines to the console, other ranks' only from WARNING up.
+
+    Warnings print as ``warning: MESSAGE`` (:class:`ConsoleFormatter`), whoever logs them.
 
     Every rank also logs INFO to ``{out}/logs/rank{R}.log``. Python warnings (a library's
     deprecation, say) become one log line each.
@@ -104,7 +132,7 @@ def setup_logging(env: DistEnv, out: str | None) -> None:
     console = logging.StreamHandler(sys.stderr)
     console.setLevel(logging.INFO if env.is_main else logging.WARNING)
     prefix = "" if env.world_size == 1 else f"[rank {env.rank}] "
-    console.setFormatter(RedactingFormatter(f"%(asctime)s {prefix}%(message)s", "%H:%M:%S"))
+    console.setFormatter(ConsoleFormatter(prefix))
     logger.addHandler(console)
     warnings.showwarning = _warning_line
     if out is not None:
