@@ -205,8 +205,8 @@ class OverviewPyramid:
     def vrt(self, source: Path, path: Path) -> Path:
         """Writes a VRT of ``source`` (the full-resolution map) with these levels as overviews.
 
-        Its metadata, band descriptions, no-data value and colour table are the source's,
-        so a copy keeps them.
+        Its metadata, band descriptions, no-data value, colour table and band scales and
+        offsets are the source's, so a copy keeps them.
 
         Args:
             source: The full-resolution GeoTIFF: with a per-dataset mask (averaged levels)
@@ -225,6 +225,12 @@ class OverviewPyramid:
                 f'<MDI key="{html.escape(k)}">{html.escape(v)}</MDI>' for k, v in src.tags().items()
             )
             names = src.descriptions
+            scaled = [  # GDAL's band scale and offset (uint8 probabilities: 1/255, 0)
+                f"<Offset>{offset!r}</Offset><Scale>{scale!r}</Scale>"
+                if (scale, offset) != (1.0, 0.0)
+                else ""
+                for scale, offset in zip(src.scales, src.offsets, strict=True)
+            ]
             nodata = "" if src.nodata is None else f"<NoDataValue>{src.nodata!r}</NoDataValue>"
             colors = ""
             if src.count == 1 and src.colorinterp[0].name == "palette":
@@ -251,7 +257,8 @@ class OverviewPyramid:
             band(
                 str(i),
                 f'<VRTRasterBand dataType="{gdal_type}" band="{i}">'
-                f"<Description>{html.escape(name or '')}</Description>{nodata}{colors}",
+                f"<Description>{html.escape(name or '')}</Description>{nodata}{colors}"
+                f"{scaled[i - 1]}",
             )
             for i, name in enumerate(names, start=1)
         )

@@ -32,6 +32,7 @@ from landcover.errors import DataError
 from landcover.inference.encode import EncodedStrip, encode_probs
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
+from landcover.inference.pam import AUX_SUFFIX
 from landcover.inference.pipeline import run_pipelined
 from landcover.inference.preview import write_preview
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
@@ -313,6 +314,7 @@ class TileMapper:
             if prob_dst is None:  # an earlier run's probabilities no longer fit the class map
                 storage.remove(storage.join(out, f"{maps.stem}_prob.tif"))
             if storage.is_remote(out):
+                self._upload(class_map + AUX_SUFFIX, out)  # before the map: a complete map has it
                 class_map, prob_map, preview_map = (
                     None if local is None else self._upload(local, out)
                     for local in (class_map, prob_map, preview_map)

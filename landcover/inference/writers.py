@@ -50,6 +50,7 @@ from landcover.gdalnoise import quiet_gdal
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.encode import EncodedStrip
 from landcover.inference.overviews import OverviewPyramid
+from landcover.inference.pam import write_class_aux
 from landcover.redaction import redact_tree
 from landcover.threads import gdal_threads
 
@@ -61,6 +62,9 @@ PROB_COMPRESSION = {
     "deflate": {"COMPRESS": "DEFLATE", "PREDICTOR": "YES"},
 }
 """COG creation options of the probability map, by ``--prob-compress`` choice."""
+
+PROB_SCALE = 1 / 255
+"""GDAL band scale of uint8 probability maps: probability = value x scale (offset 0)."""
 
 CLASS_COMPRESSION = {"COMPRESS": "DEFLATE"}
 """COG creation options of the class map."""
@@ -135,16 +139,16 @@ def error_reason(exc: BaseException) -> str:
 
 
 def class_colormap(mapping: ClassMapping) -> dict[int, tuple[int, int, int, int]]:
-    """The colour table of a class map: each class's colour, transparent no-data.
+    """The colour table of a class map: each class's colour; no-data and unused values transparent.
 
     Args:
         mapping: The class mapping.
 
     Returns:
-        A GDAL colour table ``{value: (r, g, b, a)}``.
+        A GDAL colour table ``{value: (r, g, b, a)}`` of all 256 values.
     """
-    table = {i: (*spec.rgb, 255) for i, spec in enumerate(mapping.classes)}
-    table[CLASS_NODATA] = (0, 0, 0, 0)
+    table = {value: (0, 0, 0, 0) for value in range(256)}
+    table.update({i: (*spec.rgb, 255) for i, spec in enumerate(mapping.classes)})
     return table
 
 
@@ -260,9 +264,11 @@ class MapWriter:
                 self.prob = rasterio.open(self.prob_path, "w", **prob_profile)
                 if gcps is not None:
                     self.prob.gcps = gcps
-                self.prob.update_tags(
-                    **meta, PROBABILITY_SCALE="255" if np.dtype(prob_dtype) == np.uint8 else "1"
-                )
+                stored_255 = np.dtype(prob_dtype) == np.uint8
+                self.prob.update_tags(**meta, PROBABILITY_SCALE="255" if stored_255 else "1")
+                if stored_255:  # GDAL's band scale: QGIS and rasterio read probabilities
+                    self.prob.scales = (PROB_SCALE,) * len(names)
+                    self.prob.offsets = (0.0,) * len(names)
                 for i, name in enumerate(names, start=1):
                     self.prob.set_band_description(i, name)
                 self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
@@ -335,6 +341,8 @@ class MapWriter:
                 prob = self.pyramid.cog_source(self.prob_path, PROB_COMPRESSION[prob_compress])
         # in turn: in 2 threads, 7 % faster on 2 cores, but full-disk GDAL errors got mixed up
         publish_cog(cls[0], class_dst, "NEAREST", cls[1])
+        with write_errors(str(class_dst), class_dst.parent):  # category names, alpha (pam.py)
+            write_class_aux(class_dst, self.mapping, class_colormap(self.mapping))
         if prob is not None and prob_dst is not None:
             publish_cog(prob[0], prob_dst, "AVERAGE", prob[1])
 

@@ -7,7 +7,7 @@ needs. The XML is written here (GDAL's Python bindings are not a dependency).
 - ``mosaic_class.vrt``: the class maps, with their colour table, class names and no-data
   value 255; no-data pixels of a tile do not hide a neighbour's classes where tiles overlap.
 - ``mosaic_prob.vrt``: the probability maps (one band per class), with a mask band built from
-  the tiles' masks.
+  the tiles' masks, and (uint8) the band scale 1/255 of the tiles' maps.
 
 One VRT holds one CRS: tiles in several CRSs (NAIP tiles are in the UTM zone of each tile) get
 one pair of VRTs per CRS, named after it (``mosaic_class_epsg26917.vrt``,
@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from landcover import storage
 from landcover.classes import ClassMapping
 from landcover.inference.results import Grid
-from landcover.inference.writers import CLASS_NODATA, class_colormap
+from landcover.inference.writers import CLASS_NODATA, PROB_SCALE, class_colormap
 from landcover.mapping.records import TileRecord
 
 log = logging.getLogger("landcover")
@@ -199,6 +199,9 @@ def prob_vrt(
     for index, name in enumerate(mapping.names, start=1):
         band = ET.SubElement(root, "VRTRasterBand", dataType=data_type, band=str(index))
         ET.SubElement(band, "Description").text = name
+        if prob_dtype == "uint8":  # probability = value / 255, as in the tiles' own maps
+            ET.SubElement(band, "Offset").text = "0"
+            ET.SubElement(band, "Scale").text = repr(PROB_SCALE)
         masked = ("UseMaskBand", "true")  # a tile's masked pixels do not hide its neighbour
         _sources(band, records, mosaic, "prob", str(index), data_type, "bilinear", masked)
     mask = ET.SubElement(ET.SubElement(root, "MaskBand"), "VRTRasterBand", dataType="Byte")

@@ -39,6 +39,7 @@ import torch
 from landcover import storage
 from landcover.errors import first_line
 from landcover.inference.results import ClassCounts, Grid
+from landcover.mapping.acquired import DATE_TAGS, Acquired, from_name, from_tags
 from landcover.mapping.records import TileOutputs
 from landcover.mapping.tiles import output_stem
 
@@ -206,6 +207,26 @@ def _map_problem(
     window = rasterio.windows.Window(col, row, ds.width - col, ds.height - row)
     ds.read(1, window=window)  # the last block: a truncated file fails here
     return None
+
+
+def acquisition(tile: str) -> Acquired | None:
+    """When a tile's imagery was acquired: from its NAIP name, else its tags (:mod:`.acquired`).
+
+    Args:
+        tile: The input image (path or URL).
+
+    Returns:
+        The time, or ``None`` when unknown (or the file cannot be read).
+    """
+    found = from_name(tile)
+    if found is not None:
+        return found
+    try:
+        with open_dataset(tile) as ds:
+            tags = {domain: ds.tags(ns=domain or None) for domain in {d for d, _ in DATE_TAGS}}
+    except Exception:  # unreadable: its prediction says why; the date is unknown
+        return None
+    return from_tags(tags)
 
 
 def read_grid(tile: str) -> Grid:

@@ -10,6 +10,7 @@ from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
 from landcover.inference.results import ClassCounts, Grid
+from landcover.mapping.acquired import Acquired
 
 Status = Literal["done", "skipped", "failed", "not_run"]
 """``done``: predicted by this job; ``skipped``: its outputs were already complete;
@@ -48,6 +49,7 @@ class TileRecord:
         counts: Pixels per class of its class map (done and skipped tiles).
         pixel_area_m2: Area of one pixel (``None`` for geographic or missing CRSs).
         outputs: Its outputs (done and skipped tiles).
+        acquired: When its imagery was acquired (done and skipped tiles; ``None``: unknown).
     """
 
     tile: str
@@ -60,6 +62,7 @@ class TileRecord:
     counts: ClassCounts | None = None
     pixel_area_m2: float | None = None
     outputs: TileOutputs | None = None
+    acquired: Acquired | None = None
 
     @property
     def mpx(self) -> float:

@@ -7,22 +7,30 @@ WGS 84, with
   bbox;
 - assets ``class`` (the class map), ``probabilities`` (not with ``--no-probs``), ``preview``
   and ``stats``, with relative hrefs (the collection sits beside the maps), and a
-  ``derived_from`` link to the input image;
+  ``derived_from`` link to the input image: relative to the collection's folder for a local
+  input and a local output folder, else the input's URL (``file://`` for a local input of a
+  remote output folder). Hrefs are URIs: a space or other reserved character in a name is
+  percent-encoded (``./m%201_class.tif``), as RFC 3986 requires of relative references too;
 - the raster extension on the map assets: data type, no-data, pixel size, and for uint8
   probabilities the 1/255 scale;
 - the classification extension on the class map: each class's value, name and colour, and 255
   as no-data.
 
 Properties ``landcover:*`` record the checkpoint, the model's sha256 and the fingerprint of
-model and options. ``datetime`` (and ``created``) is when the job wrote the collection; the
-imagery's acquisition date is not known to landcover.
+model and options. ``datetime`` is when the imagery was acquired (:mod:`.acquired`: a NAIP
+file name's date, else the file's date tags; ``landcover:datetime_source`` says which); when
+that is unknown, ``datetime`` is null and ``start_datetime`` / ``end_datetime`` bound it, as
+the STAC specification allows: from 1900 (unknown) to the job's time (the imagery existed
+before it was mapped). ``created`` is when the job wrote the collection.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from datetime import datetime, timezone
 from typing import Any
+from urllib.parse import quote
 
 import pystac
 from pystac.extensions.classification import Classification, ClassificationExtension
@@ -37,6 +45,8 @@ from landcover.mapping.records import TileRecord
 from landcover.mapping.tiles import output_stem
 
 COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
+UNKNOWN_START = datetime(1900, 1, 1, tzinfo=timezone.utc)
+"""``start_datetime`` of an item whose acquisition time is unknown."""
 _EDGE_POINTS = 21
 
 
@@ -69,7 +79,38 @@ def footprint(record: TileRecord) -> tuple[dict[str, Any], list[float]]:
 
 
 def _relative(url: str) -> str:
-    return "./" + storage.name(url)
+    """The href of an output beside the collection: ``./`` and its name, percent-encoded."""
+    return "./" + quote(storage.name(url))
+
+
+def source_href(tile: str, out: str) -> str:
+    """The href of a tile's input image, as a link of an item in the output folder.
+
+    Args:
+        tile: The input (path or URL, a relative path relative to the working directory).
+        out: The output folder (path or URL), where the collection is.
+
+    Returns:
+        A relative reference from ``out`` when both are local (whatever the working
+        directory), else the input's URL (``file://`` for a local input); percent-encoded.
+    """
+    if storage.is_remote(tile):
+        location = tile.split("://", 1)
+        return f"{location[0]}://{quote(location[1], safe='/:@')}"
+    path = os.path.abspath(storage.parse(tile).path)
+    if storage.is_remote(out):
+        return "file://" + quote(path)
+    folder = os.path.abspath(storage.parse(out).path)
+    return quote(os.path.relpath(path, folder).replace(os.sep, "/"))
+
+
+def _times(record: TileRecord, made: datetime) -> tuple[dict[str, Any], dict[str, Any]]:
+    """An item's times: ``pystac.Item``'s time arguments and properties (see the module)."""
+    created = {"created": made.isoformat().replace("+00:00", "Z")}
+    if record.acquired is not None:
+        source = {"landcover:datetime_source": record.acquired.source}
+        return {"datetime": record.acquired.datetime}, {**created, **source}
+    return {"datetime": None, "start_datetime": UNKNOWN_START, "end_datetime": made}, created
 
 
 def tile_item(
@@ -78,6 +119,7 @@ def tile_item(
     prob_dtype: str,
     properties: dict[str, Any],
     made: datetime,
+    out: str = ".",
 ) -> pystac.Item:
     """The STAC Item of one tile with maps.
 
@@ -87,6 +129,7 @@ def tile_item(
         prob_dtype: ``uint8`` or ``float32``.
         properties: Extra ``landcover:*`` properties.
         made: When the job wrote the collection.
+        out: The output folder (path or URL) where the collection is.
 
     Returns:
         The item.
@@ -94,12 +137,13 @@ def tile_item(
     assert record.grid is not None and record.outputs is not None
     grid, outputs = record.grid, record.outputs
     geometry, bbox = footprint(record)
+    times, time_properties = _times(record, made)
     item = pystac.Item(
         id=output_stem(record.tile),
         geometry=geometry,
         bbox=bbox,
-        datetime=made,
-        properties={"created": made.isoformat().replace("+00:00", "Z"), **properties},
+        **times,
+        properties={**time_properties, **properties},
     )
     crs = grid.rasterio_crs
     assert crs is not None
@@ -171,7 +215,8 @@ def tile_item(
         )
     )
     ClassificationExtension.ext(class_asset, add_if_missing=True).apply(classes=classes)
-    item.add_link(pystac.Link("derived_from", record.tile, media_type=pystac.MediaType.GEOTIFF))
+    derived_from = source_href(record.tile, out)
+    item.add_link(pystac.Link("derived_from", derived_from, media_type=pystac.MediaType.GEOTIFF))
     return item
 
 
@@ -196,7 +241,7 @@ def write_item_collection(
     """
     made = datetime.now(timezone.utc).replace(microsecond=0)
     items = [
-        tile_item(r, mapping, prob_dtype, properties, made)
+        tile_item(r, mapping, prob_dtype, properties, made, out)
         for r in records
         if r.has_maps and r.grid is not None and r.grid.crs
     ]

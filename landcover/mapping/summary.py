@@ -10,7 +10,9 @@ warning, and they are counted apart (:class:`AreaCoverage`): ``summary.json`` (`
 ``classes.csv`` (``pixels_without_area``, ``tiles_without_area``) and the job's last line say
 how many tiles and pixels the hectares leave out.
 Neighbouring NAIP tiles overlap by a few hundred metres, and the job's totals sum tiles as
-they are, so the overlaps count twice.
+they are, so the overlaps count twice. Tiles that cover the same ground (two years of one
+place: :mod:`.overlaps`) count twice too, and are named: a warning line per pair,
+``overlaps`` in ``summary.json`` and the job's last line.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from typing import Any
 
 from landcover import storage
 from landcover.classes import ClassMapping
+from landcover.mapping.overlaps import describe, same_ground
 from landcover.mapping.records import TileRecord
 
 log = logging.getLogger("landcover")
@@ -142,14 +145,15 @@ def class_totals(records: list[TileRecord], mapping: ClassMapping) -> list[Class
 
 
 def totals_line(records: list[TileRecord], mapping: ClassMapping) -> str:
-    """The classes over the whole job, for its last line: hectares, shares, tiles without area.
+    """The classes over the whole job, for its last line: hectares, shares, what they miscount.
 
     Args:
         records: The job's records.
         mapping: The classes.
 
     Returns:
-        ``water 1.2 ha (3.4 %), ...``, followed by what the hectares leave out, if anything.
+        ``water 1.2 ha (3.4 %), ...``, followed by what the hectares leave out and the
+        ground they count twice, if anything.
     """
     coverage = area_coverage(records)
     parts = []
@@ -159,7 +163,8 @@ def totals_line(records: list[TileRecord], mapping: ClassMapping) -> str:
     line = ", ".join(parts)
     if coverage.tiles_without_area:
         line += f"; {coverage.describe()}"
-    return line
+    twice = describe(same_ground(records))
+    return f"{line}; {twice}" if twice else line
 
 
 def _crs_text(record: TileRecord) -> str:
@@ -218,8 +223,9 @@ def summary_document(
         job: What the job was (checkpoint, fingerprint, options, workers, times).
 
     Returns:
-        ``{"job", "tiles_by_status", "classes", "area", "tiles"}`` as JSON-safe data
-        (``area``: the :class:`AreaCoverage` of the hectares).
+        ``{"job", "tiles_by_status", "classes", "area", "overlaps", "tiles"}`` as JSON-safe
+        data (``area``: the :class:`AreaCoverage` of the hectares; ``overlaps``: the pairs of
+        tiles that cover the same ground, counted twice in them).
     """
     statuses = ("done", "skipped", "failed", "not_run")
     tiles = []
@@ -234,6 +240,7 @@ def summary_document(
         "tiles_by_status": {s: sum(r.status == s for r in records) for s in statuses},
         "classes": [asdict(t) for t in class_totals(records, mapping)],
         "area": asdict(area_coverage(records)),
+        "overlaps": [asdict(o) for o in same_ground(records)],
         "tiles": tiles,
     }
 

@@ -37,6 +37,7 @@ from landcover.mapping.deal import TileBoard
 from landcover.mapping.mosaic import write_mosaics
 from landcover.mapping.outputs import (
     Fingerprint,
+    acquisition,
     count_classes,
     incomplete_reason,
     make_fingerprint,
@@ -45,6 +46,7 @@ from landcover.mapping.outputs import (
     read_stats,
     write_stats,
 )
+from landcover.mapping.overlaps import warn_overlaps
 from landcover.mapping.progress import JobProgress
 from landcover.mapping.records import TileOutputs, TileRecord
 from landcover.mapping.spec import JobOptions, JobOutcome, JobSpec, measured_tiles
@@ -183,6 +185,7 @@ def _record(
         counts=counts,
         pixel_area_m2=_pixel_area(entry.path, grid),
         outputs=outputs,
+        acquired=acquisition(entry.path),
     )
 
 
@@ -292,6 +295,7 @@ def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> Jo
         log.info("wrote %s", ", ".join(storage.name(f) for f in files))
     except LandcoverError as exc:
         error = f"the job's summary could not be written: {exc}"
+    warn_overlaps(records)  # ground mapped twice (two years of one place)
     hectares = totals_line(records, ctx.im.mapping)
     log.info(
         "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
