@@ -297,7 +297,7 @@ def parse_cluster(tree: Any, source: str = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
 
 
 def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
-    """Reads and validates a ``cluster.json`` file.
+    """Reads and validates a ``cluster.json`` file and the scripts its nodeSetup runs.
 
     Args:
         path: The file.
@@ -306,8 +306,11 @@ def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
         The validated cluster.
 
     Raises:
-        ClusterError: If the file is missing, unreadable, not JSON, invalid or holds a secret.
+        ClusterError: If the file is missing, unreadable, not JSON, invalid or holds a secret,
+            or a script its nodeSetup runs holds one (or is missing).
     """
+    from landcover.cluster.setupscripts import check_setup_scripts  # (it imports this module)
+
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
@@ -322,4 +325,6 @@ def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
         raise ClusterError(
             f"{path}: not valid JSON ({exc.msg} at line {exc.lineno} column {exc.colno})"
         ) from None
-    return parse_cluster(tree, str(path))
+    cluster = parse_cluster(tree, str(path))
+    check_setup_scripts(cluster, Path(path).resolve().parent)  # every command that reads it
+    return cluster

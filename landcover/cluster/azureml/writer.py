@@ -9,6 +9,7 @@ command as :class:`JobParts`, and hands them to :func:`write_job_files`, which w
 
 from __future__ import annotations
 
+import shlex
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,13 +26,8 @@ from landcover.cluster.azureml.settings import (
     InputMode,
 )
 from landcover.cluster.plan import ClusterPlan
-from landcover.cluster.spec import (
-    NO_SECRETS_HINT,
-    ClusterError,
-    ClusterSpec,
-    find_secret,
-    secret_in_text,
-)
+from landcover.cluster.setupscripts import check_setup_scripts, setup_scripts
+from landcover.cluster.spec import ClusterError, ClusterSpec, find_secret
 from landcover.diskerrors import check_output_folder
 from landcover.registry import ENGINES
 
@@ -180,7 +176,11 @@ def job_spec(target: JobTarget, parts: JobParts, command: str, code: str | None)
 
 
 def setup_commands(cluster: ClusterSpec, cluster_dir: Path, code_dir: Path) -> list[str]:
-    """The nodeSetup commands; script files are copied into the job's code folder.
+    """The nodeSetup commands; the script files they run are copied into the job's code folder.
+
+    A script goes where the command names it, relative to the code folder (the job's working
+    folder), so ``bash setup.sh`` or ``source env/vars.sh && ./check.sh`` run as written; a
+    bare script path runs as ``bash NAME``.
 
     Args:
         cluster: cluster.json.
@@ -188,23 +188,20 @@ def setup_commands(cluster: ClusterSpec, cluster_dir: Path, code_dir: Path) -> l
         code_dir: The job's code folder (created when a script is copied).
 
     Returns:
-        The commands, in order (``bash NAME`` for a script).
+        The commands, in order.
 
     Raises:
-        ClusterError: A nodeSetup script holds what looks like a credential.
+        ClusterError: A nodeSetup script holds what looks like a credential, or a command runs
+            a script that is missing or outside cluster.json's folder.
     """
+    for script in check_setup_scripts(cluster, cluster_dir):
+        target = code_dir / script.named
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(script.path, target)
     commands = []
     for item in cluster.node_setup:
-        script = (cluster_dir / item).resolve() if " " not in item.strip() else None
-        if script is not None and script.is_file():
-            what = secret_in_text(script.read_text(errors="replace"))
-            if what:
-                raise ClusterError(f"nodeSetup script {script} holds {what}; {NO_SECRETS_HINT}")
-            code_dir.mkdir(parents=True, exist_ok=True)
-            shutil.copy2(script, code_dir / script.name)
-            commands.append(f"bash {script.name}")
-        else:
-            commands.append(item)
+        bare = setup_scripts(item, cluster_dir) if " " not in item.strip() else []
+        commands.append(f"bash {shlex.quote(bare[0].named)}" if bare else item)
     return commands
 
 
