@@ -3,7 +3,8 @@
 A nodeSetup entry is a shell command (``bash setup.sh``, ``source env.sh && ./check.sh``) or a
 bare script path (``setup.sh``). Every local file a command runs is read here: it must hold no
 credential (as cluster.json itself), and it is copied into the job's code folder so that the
-node finds it where the command names it.
+node finds it where the command names it (:func:`landcover.cluster.spec.check_setup_scripts`
+scans them, :func:`landcover.cluster.azureml.writer.setup_commands` ships them).
 """
 
 from __future__ import annotations
@@ -11,8 +12,6 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-
-from landcover.cluster.spec import NO_SECRETS_HINT, ClusterError, ClusterSpec, secret_in_text
 
 # Shells (and their builtins) whose first argument that is not an option is a script they run.
 _INTERPRETERS = frozenset({"bash", "sh", "dash", "zsh", "ksh", "source", "."})
@@ -41,7 +40,7 @@ def _commands(command: str) -> list[list[str]]:
     try:
         words = list(lexer)
     except ValueError as exc:  # an unclosed quote
-        raise ClusterError(f"nodeSetup command {command!r}: {exc}") from None
+        raise ValueError(f"nodeSetup command {command!r}: {exc}") from None
     commands: list[list[str]] = [[]]
     for word in words:
         if word in _SEPARATORS:
@@ -86,8 +85,9 @@ def setup_scripts(command: str, cluster_dir: Path) -> list[SetupScript]:
         the job runs as ``bash NAMED``), in order, each once.
 
     Raises:
-        ClusterError: A command that runs a relative script that is not there, or one
-            outside cluster.json's folder (the job could not find it).
+        ValueError: A command that runs a relative script that is not there, or one
+            outside cluster.json's folder (the job could not find it), or a command that
+            is not shell words (an unclosed quote).
     """
     bare = command.strip()
     if bare and " " not in bare and (cluster_dir / bare).is_file():  # a bare script path
@@ -111,47 +111,15 @@ def _local_file(command: str, named: str, cluster_dir: Path, script: str) -> lis
         return []  # a path on the node (or the shell's to expand)
     path = cluster_dir / named
     if ".." in PurePosixPath(named).parts:
-        raise ClusterError(
+        raise ValueError(
             f"nodeSetup command {command!r} runs {named}, outside cluster.json's folder: put "
             "the script beside cluster.json (it is copied into the job's code folder)"
         )
     if not path.is_file():
         if script in _INTERPRETERS or "/" in named:
-            raise ClusterError(
+            raise ValueError(
                 f"nodeSetup command {command!r} runs {named}, which is not a file in "
                 f"{cluster_dir} (script paths are relative to cluster.json's folder)"
             )
         return []
     return [SetupScript(named, path)]
-
-
-def check_setup_scripts(cluster: ClusterSpec, cluster_dir: Path) -> list[SetupScript]:
-    """Finds every local script cluster.json's nodeSetup runs and scans each for secrets.
-
-    Args:
-        cluster: cluster.json.
-        cluster_dir: cluster.json's folder.
-
-    Returns:
-        The scripts, each once.
-
-    Raises:
-        ClusterError: A script holds what looks like a credential, or a command runs a
-            script that is missing or outside cluster.json's folder.
-    """
-    scripts: dict[str, SetupScript] = {}
-    for item in cluster.node_setup:
-        for script in setup_scripts(item, cluster_dir):
-            try:
-                text = script.path.read_text(errors="replace")
-            except OSError as exc:
-                raise ClusterError(
-                    f"nodeSetup script {script.path}: cannot read it ({exc.strerror})"
-                ) from None
-            what = secret_in_text(text)
-            if what:
-                raise ClusterError(
-                    f"nodeSetup script {script.path} holds {what}; {NO_SECRETS_HINT}"
-                )
-            scripts.setdefault(script.named, script)
-    return list(scripts.values())

@@ -29,6 +29,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from landcover.cluster.setupscripts import SetupScript, setup_scripts
 from landcover.cluster.vmsizes import VmSize, close_matches, find_vm_size
 from landcover.errors import ConfigError
 from landcover.redaction import redact
@@ -309,8 +310,6 @@ def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
         ClusterError: If the file is missing, unreadable, not JSON, invalid or holds a secret,
             or a script its nodeSetup runs holds one (or is missing).
     """
-    from landcover.cluster.setupscripts import check_setup_scripts  # (it imports this module)
-
     try:
         text = Path(path).read_text()
     except FileNotFoundError:
@@ -328,3 +327,39 @@ def load_cluster(path: str | Path = DEFAULT_CLUSTER_FILE) -> ClusterSpec:
     cluster = parse_cluster(tree, str(path))
     check_setup_scripts(cluster, Path(path).resolve().parent)  # every command that reads it
     return cluster
+
+
+def check_setup_scripts(cluster: ClusterSpec, cluster_dir: Path) -> list[SetupScript]:
+    """Finds every local script cluster.json's nodeSetup runs and scans each for secrets.
+
+    Args:
+        cluster: cluster.json.
+        cluster_dir: cluster.json's folder.
+
+    Returns:
+        The scripts, each once.
+
+    Raises:
+        ClusterError: A script holds what looks like a credential, or a command runs a
+            script that is missing or outside cluster.json's folder.
+    """
+    scripts: dict[str, SetupScript] = {}
+    for item in cluster.node_setup:
+        try:
+            found = setup_scripts(item, cluster_dir)
+        except ValueError as exc:
+            raise ClusterError(str(exc)) from None
+        for script in found:
+            try:
+                text = script.path.read_text(errors="replace")
+            except OSError as exc:
+                raise ClusterError(
+                    f"nodeSetup script {script.path}: cannot read it ({exc.strerror})"
+                ) from None
+            what = secret_in_text(text)
+            if what:
+                raise ClusterError(
+                    f"nodeSetup script {script.path} holds {what}; {NO_SECRETS_HINT}"
+                )
+            scripts.setdefault(script.named, script)
+    return list(scripts.values())
