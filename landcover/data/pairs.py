@@ -9,6 +9,7 @@ from pathlib import Path
 
 from landcover import storage
 from landcover.config import DataConfig
+from landcover.data.staging import INCOMPLETE_MARKER, incomplete_message
 from landcover.errors import DataError
 
 
@@ -39,12 +40,15 @@ def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[Tile
         The pairs, sorted by name; paths keep the form of ``root``.
 
     Raises:
-        DataError: If the folder is missing, a file has no partner, or there are no pairs.
+        DataError: If the folder is missing or unfinished (``data prepare`` did not finish
+            writing it), a file has no partner, or there are no pairs.
         StorageError: If listing a remote folder fails.
     """
     if not storage.exists(root) or storage.is_file(root):
         raise DataError(f"{root}: data folder not found")
     entries = {storage.name(url): url for url in storage.listdir(root)}
+    if INCOMPLETE_MARKER in entries:  # a data prepare that failed or is running
+        raise DataError(incomplete_message(root))
     images = {n[: -len(image_suffix)]: u for n, u in entries.items() if n.endswith(image_suffix)}
     labels = {n[: -len(label_suffix)]: u for n, u in entries.items() if n.endswith(label_suffix)}
     for name in sorted(set(images) - set(labels)):
@@ -68,9 +72,12 @@ def read_manifest(path: str) -> list[tuple[TilePair, str | None]]:
         ``(pair, split)`` tuples; ``split`` is ``train``, ``val``, ``test`` or ``None``.
 
     Raises:
-        DataError: If the manifest is missing, malformed, or lists no pairs.
+        DataError: If the manifest is missing, malformed, lists no pairs, or is in a folder
+            ``data prepare`` did not finish writing.
     """
     folder = entry_folder(path)
+    if storage.exists(resolve_entry(folder, INCOMPLETE_MARKER)):
+        raise DataError(incomplete_message(folder))
     rows: list[tuple[TilePair, str | None]] = []
     for line, row in manifest_rows(path, ("image", "label"), ("split",), "pairs"):
         split = row.get("split") or None

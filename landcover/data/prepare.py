@@ -37,6 +37,7 @@ from landcover.data.align import (
 )
 from landcover.data.bandview import band_count_problem, image_view
 from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
+from landcover.data.staging import staged_folder
 from landcover.errors import DataError
 from landcover.fileio import atomic_write_text, make_temp_beside, remove_stale_temporaries
 
@@ -265,7 +266,9 @@ def prepare_tiles(
         images: Image GeoTIFFs (uint8, any number of bands, georeferenced) or glob patterns.
         labels: Label rasters (one uint8 band of Chesapeake codes, any CRS and grid) or glob
             patterns.
-        out: Output folder (created if missing).
+        out: Output folder (created if missing). It is whole or refused by every reader:
+            a new or empty folder is written beside it and renamed onto it at the end; a
+            folder holding files is marked unfinished meanwhile (:mod:`landcover.data.staging`).
         mapping: Class mapping; a pixel is labelled when its code maps to a class.
         tile_size: Tile side in pixels; edge tiles are smaller.
         min_valid: Tiles with a smaller fraction of labelled pixels (also excluding image
@@ -295,28 +298,48 @@ def prepare_tiles(
         raise DataError("data prepare: no label raster given (--labels)")
     out = Path(out)
     table = mapping.lookup_table()
-    summary = PrepareSummary(out)
     remove_stale_temporaries(out)  # a killed run's half-written tiles
     with ExitStack() as stack:
         opened_labels = _open_labels(stack, labels)
         _check_images(images, opened_labels, bands)
-        for path in images:
-            start = time.perf_counter()
-            before = (len(summary.written), len(summary.dropped))
-            with (  # an extra alpha band is the mask: the tiles get an internal mask
-                open_raster(path) as file,
-                image_view(file, bands) as ds,
-            ):
-                img = _Raster(path, ds)
-                _prepare_image(
-                    img, opened_labels, out, table, mapping, tile_size, min_valid, summary
-                )
-            if echo is not None:
-                echo(
-                    f"{path}: {len(summary.written) - before[0]} tiles written, "
-                    f"{len(summary.dropped) - before[1]} dropped "
-                    f"({time.perf_counter() - start:.1f} s)"
-                )
+        folder = stack.enter_context(staged_folder(out))  # whole, or refused by train
+        summary = _prepare_all(
+            images, opened_labels, folder, table, mapping, tile_size, min_valid, echo, bands
+        )
+    summary.out = out
+    summary.written = [(out / image.name, out / label.name) for image, label in summary.written]
+    summary.manifest = out / "manifest.csv"
+    return summary
+
+
+def _prepare_all(
+    images: Sequence[str],
+    opened_labels: list[_Raster],
+    out: Path,
+    table: np.ndarray,
+    mapping: ClassMapping,
+    tile_size: int,
+    min_valid: float,
+    echo: Callable[[str], None] | None,
+    bands: int | None,
+) -> PrepareSummary:
+    """Writes every image's tile pairs and the manifest into ``out`` (see prepare_tiles)."""
+    summary = PrepareSummary(out)
+    for path in images:
+        start = time.perf_counter()
+        before = (len(summary.written), len(summary.dropped))
+        with (  # an extra alpha band is the mask: the tiles get an internal mask
+            open_raster(path) as file,
+            image_view(file, bands) as ds,
+        ):
+            img = _Raster(path, ds)
+            _prepare_image(img, opened_labels, out, table, mapping, tile_size, min_valid, summary)
+        if echo is not None:
+            echo(
+                f"{path}: {len(summary.written) - before[0]} tiles written, "
+                f"{len(summary.dropped) - before[1]} dropped "
+                f"({time.perf_counter() - start:.1f} s)"
+            )
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["image", "label", "split"])
