@@ -316,12 +316,12 @@ def evaluate(
     With --resolution, the maps are scored as predict writes them: on each image's grid,
     against the labels brought onto that grid (nearest neighbour).
     """
-    from landcover.diskerrors import check_output_folder
     from landcover.inference.evaluate import run_evaluate
     from landcover.inference.tta import parse_tta
+    from landcover.storage.urls import check_no_credentials
 
     check_resolution(resolution)
-    check_output_folder(out)
+    check_no_credentials(out)  # (the folder is made once the model and data pass their checks)
     run_evaluate(
         checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
     )

@@ -160,14 +160,48 @@ def output_failure(folder: str | Path, code: int, need: int | None = None) -> Ou
     cause = CAUSES.get(code, os.strerror(code).lower())
     if code not in (errno.ENOSPC, errno.EDQUOT):
         return OutputError(f"cannot write to {folder}: {cause}")
-    free = free_bytes(folder)
+    return FullDiskError(str(folder), cause, need)
+
+
+class FullDiskError(DiskFullError):
+    """A full disk, whose free space is measured when the message is read.
+
+    The error is made while the write that filled the disk still holds its partial file;
+    measured then, a disk with 60 MB free before the command reads ``0 B free``. The message
+    is read once the error has unwound, the partial file removed: the room the user has.
+
+    Args:
+        folder: The output folder.
+        cause: What failed (``no space left on device``, ``disk quota exceeded``).
+        need: Bytes the outputs need, where known.
+    """
+
+    def __init__(self, folder: str, cause: str, need: int | None = None) -> None:
+        super().__init__(folder, cause, need)
+        self.folder, self.cause, self.need = folder, cause, need
+
+    def __str__(self) -> str:
+        """The one-line message, with the free space as it is now."""
+        return full_disk_message(self.folder, self.cause, free_bytes(self.folder), self.need)
+
+
+def full_disk_message(folder: str, cause: str, free: int | None, need: int | None) -> str:
+    """The message of a full destination.
+
+    Args:
+        folder: The output folder.
+        cause: What failed.
+        free: Bytes free for this user, where measured.
+        need: Bytes the outputs need, where known.
+
+    Returns:
+        ``cannot write to FOLDER: CAUSE (N free, about M needed); free some space or ...``.
+    """
     room = [] if free is None else [f"{human_bytes(free)} free"]
     if need:
         room.append(f"about {human_bytes(need)} needed")
     detail = f" ({', '.join(room)})" if room else ""
-    return DiskFullError(
-        f"cannot write to {folder}: {cause}{detail}; free some space or write elsewhere"
-    )
+    return f"cannot write to {folder}: {cause}{detail}; free some space or write elsewhere"
 
 
 def output_error(
@@ -229,8 +263,8 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
     """Preflight of an output folder: it can be created and written, with room to spare.
 
     Creates the folder (and its parents), writes and deletes a small probe file, and compares
-    the free bytes with ``need``. Blob URLs are not checked (their errors come from the
-    storage service).
+    the free bytes with ``need``. A blob URL is only checked for a SAS token in it (its
+    other errors come from the storage service).
 
     Args:
         folder: The output folder: a local path (blob URLs pass).
@@ -239,8 +273,12 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
     Raises:
         OutputError: If the folder is a file, cannot be created or written, or has too
             little room.
+        StorageError: If it is a blob URL that carries a shared access signature.
     """
     if _is_url(folder):
+        from landcover.storage.urls import check_no_credentials
+
+        check_no_credentials(folder)  # a SAS token in an output URL, as in an input's
         return
     path = Path(folder)
     if path.exists() and not path.is_dir():

@@ -7,6 +7,7 @@ No-data (ignored label codes and image no-data) is excluded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import tempfile
@@ -28,6 +29,7 @@ from landcover.data.align import check_alignable, label_on_image_grid, read_erro
 from landcover.data.pairs import TilePair
 from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
+from landcover.diskerrors import check_output_folder
 from landcover.errors import DataError
 from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
@@ -224,11 +226,17 @@ def evaluate_pairs(
 
     Returns:
         The metrics written to ``metrics.json``.
+
+    Raises:
+        DataError: If no tile has a pixel to score (nothing is written).
+        ConfigError: If the window or overlap does not fit (before the folder is made).
     """
     resolved = resolve_resolution(resolution, im.pixel_size_m, im.checkpoint)
     window, overlap, batch_size = resolve_geometry(
         im.config.data.patch_size, window, overlap, batch_size
     )
+    existed = storage.is_remote(out) or Path(out).exists()
+    check_output_folder(out)  # after every check: a refused evaluation leaves no folder
     predictor = SlidingWindowPredictor(
         im.model,
         window,
@@ -252,6 +260,14 @@ def evaluate_pairs(
             {"tile": pair.name, "miou": tile_metrics["miou"], "accuracy": tile_metrics["accuracy"]}
         )
         log.info("%s: mIoU %s", pair.name, _fmt(tile_metrics["miou"]))
+    if not total.any():
+        if not existed:  # the preflight made it, and nothing is written
+            with contextlib.suppress(OSError):
+                Path(out).rmdir()
+        raise DataError(
+            f"{out}: no pixel to score in the {len(pairs)} tile(s): no labelled pixel where "
+            "the images have data (see the warnings above); metrics need labelled pixels"
+        )
     metrics = metrics_from_confusion(total, mapping.names)
     metrics.update(
         {

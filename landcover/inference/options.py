@@ -7,6 +7,7 @@ from typing import Any
 
 from landcover.data.raster import check_image
 from landcover.inference.tileread import IN_MEMORY_BYTES
+from landcover.storage.urls import check_no_credentials
 
 
 @dataclass
@@ -50,6 +51,14 @@ class PredictOptions:
     tags: dict[str, str] = field(default_factory=dict)
     resolution: str = "train"
     tile_memory: int = IN_MEMORY_BYTES
+
+    def __post_init__(self) -> None:
+        """Refuses an output URL that carries a SAS token before any work, as an input's.
+
+        Raises:
+            StorageError: ``out`` is a blob URL with a shared access signature (redacted).
+        """
+        check_no_credentials(self.out)
 
 
 CHECKPOINT_EXPECTS = "the checkpoint expects"

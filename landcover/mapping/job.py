@@ -74,7 +74,8 @@ def run_predict_job(
         outcome.raise_if_failed(job.fail_fast)
         return outcome
     setup_logging(DistEnv(), None)
-    spec.entries = measured_tiles(inputs, checkpoint, options.resolution)
+    geometry = (options.window, options.overlap)
+    spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry)
     check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:

@@ -104,7 +104,10 @@ class JobOutcome:
 
 
 def measured_tiles(
-    inputs: list[str], checkpoint: str, resolution: str | float = "native"
+    inputs: list[str],
+    checkpoint: str,
+    resolution: str | float = "native",
+    geometry: tuple[int | None, int | None] = (None, None),
 ) -> list[TileEntry]:
     """Resolves and measures a job's tiles, largest first.
 
@@ -113,6 +116,8 @@ def measured_tiles(
         checkpoint: The checkpoint (its bands, image suffix, patch and pixel size).
         resolution: ``--resolution``: a local tile it would resample absurdly is refused
             here, before any work (see :mod:`landcover.inference.resolution`).
+        geometry: ``--window`` and ``--overlap``, checked against the checkpoint's patch
+            here, before any folder is made.
 
     Returns:
         The tiles; those that cannot be predicted carry their error.
@@ -120,14 +125,17 @@ def measured_tiles(
     Raises:
         CheckpointError: If the checkpoint cannot be loaded.
         DataError: If the inputs name no tiles, or no tile can be predicted.
+        ConfigError: If the window or overlap does not fit the model.
     """
     from landcover.checkpoint import load_checkpoint
     from landcover.config import config_from_dict
     from landcover.inference.loader import checkpoint_pixel_size
     from landcover.inference.resolution import checked_grid, resolve_resolution
+    from landcover.inference.sliding import resolve_geometry
 
     state = load_checkpoint(checkpoint)
     data = config_from_dict(state.config, source=f"{checkpoint}: config").data
+    resolve_geometry(data.patch_size, *geometry)
     resolved = resolve_resolution(
         resolution, checkpoint_pixel_size(state.pixel_size_m), checkpoint, True
     )
