@@ -263,8 +263,8 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
     """Preflight of an output folder: it can be created and written, with room to spare.
 
     Creates the folder (and its parents), writes and deletes a small probe file, and compares
-    the free bytes with ``need``. A blob URL is only checked for a SAS token in it (its
-    other errors come from the storage service).
+    the free bytes with ``need``. Blob URLs are not checked (their errors come from the
+    storage service; a SAS token in one is refused by the command, before any work).
 
     Args:
         folder: The output folder: a local path (blob URLs pass).
@@ -273,12 +273,8 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
     Raises:
         OutputError: If the folder is a file, cannot be created or written, or has too
             little room.
-        StorageError: If it is a blob URL that carries a shared access signature.
     """
     if _is_url(folder):
-        from landcover.storage.urls import check_no_credentials
-
-        check_no_credentials(folder)  # a SAS token in an output URL, as in an input's
         return
     path = Path(folder)
     if path.exists() and not path.is_dir():
