@@ -6,7 +6,8 @@
 # Everything it measures lands in benchmarks/results/gpu/ (commit it).
 # Usage: bash scripts/gpu-check.sh [STAGE ...]   (PYTHON=... to use another environment's python;
 #        GPU_CHECK_OUT=DIR for another results folder)
-# STAGE: tests, smoke (train + predict), scaling, predict, feed; all of them by default, in that
+# STAGE: tests, smoke (train + predict), scaling, predict, feed, step (the plain loop against the
+# trainer's step and landcover train, issue 43; not in the default list); the first five by default, in that
 # order; one stage a call where a machine limits how long a command runs (10 minutes on a lent one).
 # On a lent GPU machine with no internet (docs/guide/devices.md): run scripts/device-wheels.sh
 # here first, carry .whl, and there:
@@ -20,8 +21,8 @@ if (( ${#STAGES[@]} == 0 )); then
 fi
 for stage in "${STAGES[@]}"; do
     case "$stage" in
-        tests|smoke|scaling|predict|feed) ;;
-        *) echo "error: unknown stage '$stage' (tests, smoke, scaling, predict, feed)" >&2; exit 2 ;;
+        tests|smoke|scaling|predict|feed|step) ;;
+        *) echo "error: unknown stage '$stage' (tests, smoke, scaling, predict, feed, step)" >&2; exit 2 ;;
     esac
 done
 if [[ -z "${PYTHON:-}" ]]; then
@@ -47,7 +48,7 @@ for stage in "${STAGES[@]}"; do
         # -m cuda selects them; one skipped for want of a GPU fails this check (the GPU is
         # there); test_feed skips its photometric cases on CUDA by design (another generator)
         "$PYTHON" -m pytest -m cuda -ra -q tests/parallel/test_cuda.py tests/training/test_feed.py \
-            tests/training/test_step_sync.py tests/data/test_loader.py 2>&1 | tee "$RESULTS_DIR/cuda-tests.txt"
+            tests/training/test_step_sync.py tests/training/test_graph_step.py tests/data/test_loader.py 2>&1 | tee "$RESULTS_DIR/cuda-tests.txt"
         if grep -q "needs a CUDA GPU" "$RESULTS_DIR/cuda-tests.txt"; then
             echo "error: cuda tests were skipped on a GPU machine" >&2
             exit 1
@@ -72,6 +73,10 @@ for stage in "${STAGES[@]}"; do
         "$PYTHON" benchmarks/predict_bench.py --only gpu --out "$RESULTS_DIR" \
             --cache "$WORK/predict" ${PREDICT_SHARED_JOBS:+--shared-jobs "$PREDICT_SHARED_JOBS"} \
             2>&1 | tee "$RESULTS_DIR/predict.txt"
+        ;;
+    step)  # issue 43: the plain loop, the trainer's step and landcover train, side by side
+        "$PYTHON" benchmarks/step_bench.py --cli --batch 16 64 --seconds 4 --cli-epochs 3 \
+            --cli-samples 3072 --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/step.txt"
         ;;
     feed)  # the training feed's headroom against the GPU
         "$PYTHON" benchmarks/feed_bench.py --quick --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/feed.txt"

@@ -58,6 +58,12 @@ class RunConfig(Section):
             H100 at small batches; it keeps a copy of the step's tensors and needs static
             shapes); ``max-autotune``, which also searches kernels (minutes of compiling);
             ``max-autotune-no-cudagraphs``. CUDA graphs apply on a GPU only.
+        cuda_graph: Capture the whole training step (input, forward, loss, backward, optimizer
+            and the weights' average) as one CUDA graph and replay it every step
+            (:mod:`landcover.training.graphstep`); where the step cannot be captured, one log
+            line says why and the step runs eagerly. Not yet with
+            ``data.photometric`` above 0, several workers, ``optim.accumulate`` above 1 or
+            fp16.
         profile_steps: Profile this many optimizer steps of the first epoch trained with
             ``torch.profiler`` (after 3 steps and one warm-up step), on every worker:
             ``profile/rank{r}.pt.trace.json`` (a Chrome trace: Perfetto, TensorBoard) and
@@ -101,6 +107,7 @@ class RunConfig(Section):
     compile_mode: Literal[
         "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
     ] = "default"
+    cuda_graph: bool = False
     profile_steps: int = Field(0, ge=0)
     mlflow: bool = False
 

@@ -18,7 +18,9 @@ training has (``(B, H, W, C)`` or ``(B, C, H, W)``) and maps every value through
 band) lookup table of 256 floats (``clip(x / 255) ** gamma * gain + offset``: the gamma is
 paid on 256 values, not on every pixel), optionally standardising on the way out;
 :func:`photometric` takes a float batch on the 0..1 scale and does the same arithmetic per pixel.
-Noise and blur are computed for the chosen (and blurred) patches only. The noise is a standard
+Noise and blur are computed for the chosen (and blurred) patches only, in a few kernels a
+chunk: the chosen patches' noise codes in one draw (on the CPU the very codes of one draw a
+patch), added in one pass. The noise is a standard
 normal drawn as 16-bit codes mapped through a table of normal quantiles
 (:func:`~landcover.data.noiseblur.normal_table`: Gaussian to 1/65536 of probability, tails cut at 4.3 standard
 deviations), four codes per 64 random bits: about half the cost of ``torch.randn`` on the CPU. The blur
@@ -42,6 +44,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from landcover.data.noiseblur import (
@@ -58,11 +61,8 @@ CPU_CHUNK = 1
 """Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""
 
 
-def _log_uniform(
-    low: float, high: float, shape: tuple[int, ...], gen: torch.Generator, device: torch.device
-) -> torch.Tensor:
-    u = torch.rand(shape, generator=gen, device=device)
-    return torch.exp(math.log(low) + u * (math.log(high) - math.log(low)))
+def _log_uniform(low: float, high: float, u: np.ndarray) -> np.ndarray:
+    return np.exp(np.float32(math.log(low)) + u * np.float32(math.log(high) - math.log(low)))
 
 
 @dataclass
@@ -109,13 +109,13 @@ class PhotometricDraw:
 
         The draws, in order: chosen ``(B,)``, gain ``(B, C)``, offset ``(B, C)``, gamma
         ``(B,)``, noise standard deviation ``(B,)``, blurred ``(B,)``, sigma ``(B,)`` (all
-        uniform), then one integer, the seed of the noise codes; made where ``gen`` is, then
-        moved to ``device`` (with a CPU generator nothing is read back from a GPU).
+        uniform), then one integer, the seed of the noise codes; made on the host and moved
+        to ``device`` in one copy (nothing is read back from a GPU).
 
         Args:
             shape: The batch's ``(B, C, H, W)``.
             p: Probability that a patch is perturbed.
-            gen: The random generator: on the CPU, or on ``device`` (then it waits for it).
+            gen: The random generator (on the CPU).
             ranges: The ranges.
             device: The batch's device.
 
@@ -124,31 +124,40 @@ class PhotometricDraw:
         """
         b, c, h, w = (int(s) for s in shape)
         r = ranges
-        here = gen.device
-
-        def rand(*size: int) -> torch.Tensor:
-            return torch.rand(size, generator=gen, device=here)
-
-        def there(t: torch.Tensor) -> torch.Tensor:  # small: a copy that does not wait
-            return t.to(device, non_blocking=True)
-
-        chosen = (rand(b, 1, 1, 1) < p).float()
-        gain = _log_uniform(*r.gain, (b, c, 1, 1), gen, here)
-        offset = (rand(b, c, 1, 1) * 2 - 1) * r.offset
-        gamma = _log_uniform(*r.gamma, (b, 1, 1, 1), gen, here)
-        noise_sd = rand(b, 1, 1, 1) * r.noise * chosen
-        blurred = (rand(b) < r.blur_p).float() * chosen.view(-1)
-        sigma = (r.blur_sigma[0] + rand(b) * (r.blur_sigma[1] - r.blur_sigma[0])) * blurred
-        seed = torch.randint(0, 2**62, (1,), generator=gen, device=here)
+        # one draw of every uniform, in the order the values are named (the same numbers as
+        # one draw each), and the arithmetic on the host in numpy: a few host operations a
+        # batch instead of a few dozen, and one copy to the device
+        u = torch.rand(b * (5 + 2 * c), generator=gen).numpy()
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen)[0])
+        parts = np.split(u, np.cumsum([b, b * c, b * c, b, b, b]))
+        chosen = (parts[0] < p).astype(np.float32)
+        gain = _log_uniform(*r.gain, parts[1].reshape(b, c))
+        offset = (parts[2].reshape(b, c) * 2 - 1) * np.float32(r.offset)
+        gamma = _log_uniform(*r.gamma, parts[3])
+        noise_sd = parts[4] * np.float32(r.noise) * chosen
+        blurred = (parts[5] < r.blur_p).astype(np.float32) * chosen
+        low, high = (np.float32(v) for v in r.blur_sigma)
+        sigma = (low + parts[6] * (high - low)) * blurred
+        packed = np.concatenate(
+            [
+                (1 + chosen[:, None] * (gain - 1)).ravel(),
+                (chosen[:, None] * offset).ravel(),
+                1 + chosen * (gamma - 1),
+                noise_sd,
+                sigma,
+            ]
+        ).astype(np.float32)
+        there = torch.from_numpy(packed).to(device, non_blocking=True)
+        values = there.split([b * c, b * c, b, b, b])
         return cls(
-            gain=there(1 + chosen * (gain - 1)),
-            offset=there(chosen * offset),
-            gamma=there(1 + chosen * (gamma - 1)),
-            chosen=(chosen.view(-1) > 0).cpu(),
-            noise_sd=there(noise_sd.view(-1)),
-            noise_seed=int(seed.item()),
-            blur_sigma=there(sigma),
-            blurred=(sigma > 0).cpu(),
+            gain=values[0].view(b, c, 1, 1),
+            offset=values[1].view(b, c, 1, 1),
+            gamma=values[2].view(b, 1, 1, 1),
+            chosen=torch.from_numpy(chosen > 0),
+            noise_sd=values[3],
+            noise_seed=seed,
+            blur_sigma=values[4],
+            blurred=torch.from_numpy(sigma > 0),
             shape=(b, c, h, w),
         )
 
@@ -160,9 +169,12 @@ class PhotometricDraw:
             ``(h, w)``, band ``c``); the noise is ``noise_sd * normal_table()[code]``.
         """
         _, c, h, w = self.shape
-        gen = device_generator(self.gain.device, self.noise_seed)
+        device = self.gain.device
+        gen = device_generator(device, self.noise_seed)
         k = int(self.chosen.sum())
-        codes = torch.empty((k, h, w, c), dtype=torch.int32, device=self.gain.device)
+        codes = torch.empty((k, h, w, c), dtype=torch.int32, device=device)
+        if h * w * c % 4 == 0:  # one draw, as apply draws them (on the CPU: one draw a patch)
+            return noise_codes(gen, codes.numel(), codes).view(k, h, w, c)
         for patch in codes:  # one draw per patch, as apply draws them
             noise_codes(gen, h * w * c, patch)
         return codes
@@ -284,12 +296,19 @@ class PhotometricDraw:
             fill(start, stop, chunk, index)
             noisy = [i for i in range(start, stop) if chosen[i]]
             if noisy:
-                codes, values = index[: len(noisy)], noise[: len(noisy)]
-                for patch in codes:  # one draw per patch: the same codes whatever the chunks
-                    noise_codes(gen, h * w * c, patch, bits)
+                k, n = len(noisy), h * w * c
+                codes, values = index[:k], noise[:k]
+                if n % 4 == 0:  # one draw: the codes of one draw a patch, in a few kernels
+                    noise_codes(gen, k * n, codes, bits if k == 1 else None)
+                else:
+                    for patch in codes:  # one draw per patch: the same codes whatever the chunks
+                        noise_codes(gen, n, patch, bits)
                 torch.index_select(table, 0, codes.view(-1), out=values.view(-1))
-                for i, patch in zip(noisy, values, strict=True):
-                    out[i].addcmul_(patch, self.noise_sd[i])
+                if k == stop - start:
+                    chunk.addcmul_(values, self.noise_sd[start:stop].view(k, 1, 1, 1))
+                else:
+                    idx = torch.tensor(noisy).to(device, non_blocking=True)
+                    out.index_add_(0, idx, values.mul_(self.noise_sd[idx].view(k, 1, 1, 1)))
             smooth = [i for i in range(start, stop) if blurred[i]]
             if smooth and scratch is None:  # reused: fresh memory costs its page faults
                 r = BLUR_KERNEL // 2
@@ -320,7 +339,7 @@ def photometric(
     Args:
         x: ``(B, C, H, W)`` float imagery on the 0..1 scale.
         p: Probability that a patch is perturbed.
-        gen: The random generator of the per-patch draws: on the CPU, or on ``x``'s device.
+        gen: The random generator of the per-patch draws (on the CPU).
         ranges: The ranges (default :class:`PhotometricRanges`).
 
     Returns:
@@ -348,7 +367,7 @@ def photometric_uint8(
     Args:
         images: uint8 imagery, ``(B, H, W, C)`` (``channels_last``) or ``(B, C, H, W)``.
         p: Probability that a patch is perturbed.
-        gen: The random generator of the per-patch draws: on the CPU, or on ``images``' device.
+        gen: The random generator of the per-patch draws (on the CPU).
         ranges: The ranges (default :class:`PhotometricRanges`).
         channels_last: Whether ``images`` is ``(B, H, W, C)``.
         scale: Optional ``(B, C)`` or ``(1, C)`` factor applied to the 0..1 result.

@@ -17,6 +17,7 @@ weights and continues the average.
 from __future__ import annotations
 
 import copy
+from dataclasses import dataclass
 
 import torch
 from torch import nn
@@ -42,6 +43,16 @@ def ema_decay_at(decay: float, updates: int) -> float:
     return min(decay, (1.0 + updates) / (WARMUP_OFFSET + updates))
 
 
+@dataclass
+class _Pairs:
+    """The average's tensors and the model's, float and integer, index for index."""
+
+    floats_ema: list[torch.Tensor]
+    floats_new: list[torch.Tensor]
+    ints_ema: list[torch.Tensor]
+    ints_new: list[torch.Tensor]
+
+
 class ModelEMA:
     """The moving average of a model's weights, held as a second, frozen copy of the model.
 
@@ -53,31 +64,88 @@ class ModelEMA:
     def __init__(self, model: nn.Module, decay: float) -> None:
         self.decay = decay
         self.updates = 0
-        self.module = copy.deepcopy(model).eval()
-        for param in self.module.parameters():
+        self._module = copy.deepcopy(model).eval()
+        for param in self._module.parameters():
             param.requires_grad_(False)
+        self._paired: tuple[nn.Module, _Pairs] | None = None
+        self._counts_stale = False
+
+    @property
+    def module(self) -> nn.Module:
+        """The average, as a frozen copy of the model (its integer buffers up to date)."""
+        if self._counts_stale and self._paired is not None:
+            pairs = self._paired[1]
+            for ours, theirs in zip(pairs.ints_ema, pairs.ints_new, strict=True):
+                ours.copy_(theirs)
+            self._counts_stale = False
+        return self._module
 
     @torch.no_grad()
     def update(self, model: nn.Module) -> None:
         """Moves the average toward the model's current weights (after an optimizer step).
 
+        One fused ``lerp`` over every float tensor (torch's own EMA step,
+        :func:`~torch.optim.swa_utils.get_ema_multi_avg_fn`); the integer buffers (batch-norm
+        step counts) are copied when the average is read (:attr:`module`), not every step.
+        The tensors are paired once per model (their storage does not change: loading
+        weights copies into it), so a step builds no state dict.
+
         Args:
             model: The bare model being trained.
         """
-        d = ema_decay_at(self.decay, self.updates)
-        ours = self.module.state_dict()
-        floats_ema, floats_new = [], []
+        pairs = self._pairs(model)
+        if pairs.floats_ema:
+            get_ema_multi_avg_fn(ema_decay_at(self.decay, self.updates))(
+                pairs.floats_ema, pairs.floats_new, None
+            )
+        self._counts_stale = True
+        self.updates += 1
+
+    @torch.no_grad()
+    def lerp(self, model: nn.Module, weight: torch.Tensor) -> None:
+        """The update with its weight ``1 - d_t`` in a device tensor (a captured step's).
+
+        The same arithmetic as :meth:`update`, without reading the weight on the host and
+        without counting the update: the caller fills ``weight`` with :meth:`next_weight`
+        and calls :meth:`count` for every step the graph replays.
+
+        Args:
+            model: The bare model being trained.
+            weight: A 0-d float tensor on the model's device holding ``1 - d_t``.
+        """
+        pairs = self._pairs(model)
+        for ours, theirs in zip(pairs.floats_ema, pairs.floats_new, strict=True):
+            ours.lerp_(theirs, weight)
+        self._counts_stale = True
+
+    def next_weight(self) -> float:
+        """The next update's ``1 - d_t``.
+
+        Returns:
+            The weight of the model's weights in the next update.
+        """
+        return 1.0 - ema_decay_at(self.decay, self.updates)
+
+    def count(self) -> None:
+        """Counts an update made by :meth:`lerp`."""
+        self.updates += 1
+
+    def _pairs(self, model: nn.Module) -> _Pairs:
+        """The average's tensors beside the model's, in state-dict order (made once)."""
+        if self._paired is not None and self._paired[0] is model:
+            return self._paired[1]
+        ours = self._module.state_dict()
+        pairs = _Pairs([], [], [], [])
         for name, value in model.state_dict().items():
             target = ours[name]
             if target.is_floating_point():
-                floats_ema.append(target)
-                floats_new.append(value.detach())
+                pairs.floats_ema.append(target)
+                pairs.floats_new.append(value.detach())
             else:
-                target.copy_(value)
-        if floats_ema:
-            # torch's own EMA step (one fused lerp over every tensor)
-            get_ema_multi_avg_fn(d)(floats_ema, floats_new, None)
-        self.updates += 1
+                pairs.ints_ema.append(target)
+                pairs.ints_new.append(value.detach())
+        self._paired = (model, pairs)
+        return pairs
 
     def state_dict(self) -> dict[str, torch.Tensor]:
         """The averaged weights.
@@ -94,8 +162,9 @@ class ModelEMA:
             weights: The averaged weights.
             updates: The updates they include.
         """
-        self.module.load_state_dict(weights)
+        self._module.load_state_dict(weights)
         self.updates = updates
+        self._counts_stale = False
 
 
 def start_ema(model: nn.Module, decay: float, resumed: Checkpoint | None) -> ModelEMA | None:

@@ -52,7 +52,8 @@ from landcover.training.runfolder import RunFolder
 from landcover.training.runlog import restore_record
 from landcover.training.schedule import lr_at
 from landcover.training.shares import WorkerData, load_worker_data
-from landcover.training.step import accumulation_step, build_optimizer
+from landcover.training.step import build_optimizer
+from landcover.training.steprunner import StepParts, StepRunner, build_step_runner
 from landcover.training.validate import validation_confusion
 
 log = logging.getLogger("landcover")
@@ -112,6 +113,7 @@ class Trainer:
         if self.config.run.compile:  # the training step's calls; validation, checkpoints eager
             mode = self.config.run.compile_mode
             self.replica.module = compile_model(self.replica.module, "training", mode)
+        self.step = self._step_runner()
         own = run_callbacks(self.config, self.folder, self.start_epoch, env.is_main)
         self.callbacks = CallbackList([*own, *callbacks])
 
@@ -203,21 +205,7 @@ class Trainer:
         self.callbacks.on_epoch_start(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
-        sampler = self.data.sampler
-        on_device = self.data.prepare.d4_table is not None
-        draw = sampler.batch_for_device if on_device else sampler.batch_with_tiles
-        batches = epoch_loader(
-            EpochBatches(
-                draw,
-                cfg.optim.batch_size,
-                self.geometry.steps_per_epoch * cfg.optim.accumulate,
-                cfg.run.seed,
-                self.env.rank,
-                epoch,
-            ),
-            self.loader_workers,
-            pin_memory=self.device.type == "cuda",
-        )
+        batches = self.epoch_batches(epoch)
         profiler = (  # run.profile_steps: steps of the first epoch this run trains
             epoch_profiler(
                 self.folder.path("profile"),
@@ -244,6 +232,17 @@ class Trainer:
         self.engine.all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
 
+    def epoch_batches(self, epoch: int) -> Iterator[tuple]:
+        """The worker's sampled batches of epoch ``epoch`` (0-based), as the step takes them."""
+        cfg, sampler = self.config, self.data.sampler
+        on_device = self.data.prepare.d4_table is not None
+        draw = sampler.batch_for_device if on_device else sampler.batch_with_tiles
+        count = self.geometry.steps_per_epoch * cfg.optim.accumulate
+        batches = EpochBatches(
+            draw, cfg.optim.batch_size, count, cfg.run.seed, self.env.rank, epoch
+        )
+        return epoch_loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
+
     def _train_step(
         self, epoch: int, step: int, batches: Iterator[tuple], loss_sum: torch.Tensor
     ) -> float:
@@ -253,30 +252,26 @@ class Trainer:
         """
         cfg = self.config
         lr = lr_at(cfg.optim, self.geometry, epoch + step / self.geometry.steps_per_epoch)
-        for group in self.optimizer.param_groups:
-            group["lr"] = lr
-        micro = [
-            self.data.prepare.model_batch(batch, contiguous=not self.channels_last)
-            for batch in itertools.islice(batches, cfg.optim.accumulate)
-        ]
-        loss = accumulation_step(
-            self.replica.module,
-            self.criterion,
-            self.optimizer,
-            micro,
-            self.autocast_dtype,
-            cfg.optim.grad_clip,
-            sync=self.replica.syncs_gradients,
-            scaler=self.scaler,
-            no_sync=self.replica.no_sync,
-        )
-        if self.replica.local_sgd is not None:
-            self.replica.local_sgd.after_step()
-        if self.ema is not None:
-            self.ema.update(self.model)
+        loss = self.step(list(itertools.islice(batches, cfg.optim.accumulate)), lr)
         loss_sum += loss
         self.callbacks.on_step(step + 1, loss, (step + 1) * self.geometry.global_batch)
         return lr
+
+    def _step_runner(self) -> StepRunner:
+        """The step, as one CUDA graph where ``run.cuda_graph`` asks for it and it can be."""
+        parts = StepParts(
+            self.replica,
+            self.model,
+            self.criterion,
+            self.optimizer,
+            self.data.prepare,
+            self.ema,
+            self.autocast_dtype,
+            self.config.optim.grad_clip,
+            self.scaler,
+            self.channels_last,
+        )
+        return build_step_runner(parts, self.config, self.env.world_size)
 
     def _validate(self) -> ValidationMetrics | None:
         start = time.perf_counter()
