@@ -132,16 +132,38 @@ def secret_variable(name: str) -> bool:
     return upper not in _NOT_SECRET_NAMES and bool(_SECRET_NAME.search(upper))
 
 
+def environ_snapshot() -> dict[str, str]:
+    """A copy of ``os.environ`` that another thread changing it cannot break.
+
+    Iterating ``os.environ`` itself (``items()``, ``dict(os.environ)``, ``os.environ.copy()``)
+    lists its names, then looks each one up: a variable another thread removes in between
+    raises ``KeyError``. MLflow's telemetry thread does so (it pops
+    ``_MLFLOW_TELEMETRY_SESSION_ID``), and every redacted line reads the environment, so such
+    a ``KeyError`` surfaced anywhere, at random (issue 42, item 1). Here the names are listed
+    at once and a variable gone by its lookup is left out.
+
+    Returns:
+        The variables' names and values.
+    """
+    snapshot: dict[str, str] = {}
+    for name in list(os.environ):  # one list of the names, taken under the interpreter lock
+        value = os.environ.get(name)  # None, not KeyError, for a variable removed meanwhile
+        if value is not None:
+            snapshot[name] = value
+    return snapshot
+
+
 def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     """The credential values of an environment, in the forms they may be printed in.
 
     Args:
-        env: The environment (default: ``os.environ``).
+        env: The environment (default: a snapshot of ``os.environ``, see
+            :func:`environ_snapshot`).
 
     Returns:
         Each secret value (and its ``?``-less and percent-encoded forms), longest first.
     """
-    env = os.environ if env is None else env
+    env = environ_snapshot() if env is None else env
     found: set[str] = set()
     for name, value in env.items():
         if not secret_variable(name):

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
+from landcover.redaction import environ_snapshot
 from landcover.storage.errors import CredentialsError
 
 ENV_CONNECTION_STRING = "AZURE_STORAGE_CONNECTION_STRING"
@@ -84,13 +85,14 @@ def misnamed_variables(env: Mapping[str, str] | None = None) -> list[str]:
     and our own names in another case. Only names are returned, never values.
 
     Args:
-        env: The environment (default: ``os.environ``).
+        env: The environment (default: a snapshot of ``os.environ``, safe from threads that
+            change it).
 
     Returns:
         Sorted lines such as ``AZURE_STORAGE_KEY is set but landcover reads
         AZURE_STORAGE_ACCOUNT_KEY`` (empty when there is nothing to say).
     """
-    env = os.environ if env is None else env
+    env = environ_snapshot() if env is None else env
     hints = []
     for name, value in env.items():
         if not value.strip() or name in READ_VARIABLES:

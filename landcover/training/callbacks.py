@@ -99,9 +99,24 @@ class CallbackList(Callback):
     def __init__(self, callbacks: Sequence[Callback]) -> None:
         self.callbacks = list(callbacks)
 
-    def on_train_start(self, config: Config) -> None:  # noqa: D102 - Callback's
-        for callback in self.callbacks:
-            callback.on_train_start(config)
+    def on_train_start(self, config: Config) -> None:
+        """Starts every callback; when one fails, those started before it are ended.
+
+        The trainer ends the callbacks only once all have started, so a callback that fails
+        to start (MLflow's, say) would otherwise leave the others' files and runs open.
+
+        Args:
+            config: The run's effective configuration.
+
+        Raises:
+            Exception: What the failing callback raised (after the others were ended).
+        """
+        for started, callback in enumerate(self.callbacks):
+            try:
+                callback.on_train_start(config)
+            except Exception:
+                CallbackList(self.callbacks[:started]).on_train_end(False)
+                raise
 
     def on_epoch_start(self, epoch: int, steps: int) -> None:  # noqa: D102 - Callback's
         for callback in self.callbacks:

@@ -22,7 +22,8 @@ from landcover.logs import setup_logging
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
-from landcover.training.mlflow_log import mlflow_client_class, mlflow_enabled
+from landcover.training.mlflow_log import mlflow_enabled
+from landcover.training.mlflow_store import check_tracking_store
 from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
@@ -89,7 +90,7 @@ def train_main(config: Config) -> None:
     setup_logging(DistEnv(), None)
     engine = engine_for(config.run)  # refuses options the engine cannot honour, before the data
     if mlflow_enabled(config.run):
-        mlflow_client_class()  # MLflow is installed, or one line now rather than after the data
+        check_tracking_store()  # installed and reachable, in seconds, before anything is written
     preflight(config)
     RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
     # the model's libraries (smp, timm, torchvision: 2 s) load once the checks have passed

@@ -64,6 +64,9 @@ _UNSAFE = re.compile(r"[^\w./\- ]")
 
 INSTALL = "pip install 'landcover[mlflow]' (mlflow-skinny)"
 
+TELEMETRY_OFF = "MLFLOW_DISABLE_TELEMETRY"
+"""MLflow's documented switch of its usage telemetry, set to ``true`` unless already set."""
+
 
 def mlflow_enabled(run: RunConfig, environ: Mapping[str, str] | None = None) -> bool:
     """Whether a run logs to MLflow.
@@ -80,7 +83,12 @@ def mlflow_enabled(run: RunConfig, environ: Mapping[str, str] | None = None) -> 
 
 
 def mlflow_client_class() -> type:
-    """MLflow's tracking client class, imported now.
+    """MLflow's tracking client class, imported now, with MLflow's usage telemetry off.
+
+    MLflow 3 sends usage telemetry from a thread, and that thread removes a variable from
+    ``os.environ`` (``_MLFLOW_TELEMETRY_SESSION_ID``) while training goes on; training nodes
+    often have no internet for it either. ``MLFLOW_DISABLE_TELEMETRY`` is set to ``true``
+    before MLflow is imported (and inherited by the workers), unless the environment sets it.
 
     Returns:
         ``mlflow.tracking.MlflowClient``.
@@ -88,6 +96,7 @@ def mlflow_client_class() -> type:
     Raises:
         ConfigError: If MLflow is not installed.
     """
+    os.environ.setdefault(TELEMETRY_OFF, "true")
     why = f"{TRACKING_URI} is set" if os.environ.get(TRACKING_URI) else "run.mlflow is true"
     try:
         from mlflow.tracking import MlflowClient
@@ -169,6 +178,9 @@ class MlflowLog(Callback):
     def on_train_start(self, config: Config) -> None:
         """Starts (or continues) the MLflow run and logs the parameters.
 
+        A run opened here and not logged to is ended ``FAILED`` before the error is raised:
+        none is left ``RUNNING``.
+
         Args:
             config: The run's effective configuration.
 
@@ -182,6 +194,8 @@ class MlflowLog(Callback):
             self.run_id, self.owned, existing = self._open_run()
             self._log_params(flat_params(config.to_dict()), existing)
         except Exception as exc:
+            self.on_train_end(False)  # the run opened, if any, ends FAILED
+            self.run_id = None  # and nothing more is logged to it
             uri = redact(os.environ.get(TRACKING_URI) or "MLflow's default store")
             raise TrainingError(
                 f"MLflow: cannot log the run to {uri}: {first_line(exc, 300, typed=True)}"
