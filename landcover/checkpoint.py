@@ -141,7 +141,7 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
     from landcover import storage
 
     if not storage.is_file(path):
-        raise CheckpointError(f"{path}: checkpoint not found")
+        raise CheckpointError(f"{path}: checkpoint not found{_alternative(str(path))}")
     data = storage.read_bytes(path)
     try:
         state = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
@@ -149,6 +149,31 @@ def load_checkpoint(path: str | Path) -> Checkpoint:
         reason = unloadable_reason(data, exc)
         raise CheckpointError(f"{path}: not a loadable checkpoint: {reason}") from None
     return Checkpoint.from_state(state, str(path))
+
+
+def _alternative(path: str) -> str:
+    """What to use instead of a missing ``best.pt``: the run's ``last.pt`` (issue 42, item 10).
+
+    A run writes ``best.pt`` only after an epoch that validated; without validation tiles it
+    has ``last.pt`` alone.
+
+    Args:
+        path: The missing checkpoint, a path or URL.
+
+    Returns:
+        ``"; this run has no best.pt ...: use .../last.pt"`` when ``path`` is a ``best.pt``
+        (``last.pt`` named beside it where that exists), else an empty string.
+    """
+    from landcover import storage
+
+    folder, _, name = path.rpartition("/") if "/" in path else ("", "", path)
+    if name != "best.pt":
+        return ""
+    why = "best.pt is written only by a run with validation tiles"
+    last = f"{folder}/last.pt" if folder else "last.pt"
+    if storage.is_file(last):
+        return f"; {why}: use this run's last checkpoint, {last}"
+    return f"; {why}: a run without validation has only last.pt"
 
 
 _ZIP_MAGIC = b"PK\x03\x04"

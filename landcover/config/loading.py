@@ -13,6 +13,7 @@ from pydantic import ValidationError
 
 from landcover.config.root import Config
 from landcover.config.run import RunConfig
+from landcover.config.yamlfile import DuplicateKeyError, load_yaml
 from landcover.errors import ConfigError, first_line
 
 
@@ -49,7 +50,10 @@ def parse_override(text: str) -> tuple[str, Any]:
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected section.key=value")
     key, raw = text.split("=", 1)
-    return key.strip(), yaml.safe_load(raw)
+    try:
+        return key.strip(), load_yaml(raw)
+    except DuplicateKeyError as exc:
+        raise ConfigError(f"--set {key.strip()}: key {exc.key!r} appears twice") from None
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -73,9 +77,14 @@ def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
 
 def _read_yaml(path: Path, what: str) -> dict[str, Any]:
     try:
-        loaded = yaml.safe_load(path.read_text())
+        loaded = load_yaml(path.read_text())
     except FileNotFoundError:
         raise ConfigError(f"{path}: {what} not found") from None
+    except DuplicateKeyError as exc:
+        raise ConfigError(
+            f"{path}: line {exc.line}: key {exc.key!r} appears twice in the same section (first "
+            f"on line {exc.first}); YAML allows a key once: remove one"
+        ) from None
     except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
     if loaded is not None and not isinstance(loaded, dict):
