@@ -265,19 +265,19 @@ def run(quick: bool, out: Path) -> list[Goal]:
 
 
 IN_PROCESS_GPU_ROWS: tuple[tuple[str, dict[str, Any]], ...] = (
-    ("trainer step, no photometric", {"data.photometric": 0.0}),
-    ("trainer step, no photometric, CUDA graph", {"data.photometric": 0.0, "run.cuda_graph": True}),
+    ("trainer step, eager", {"run.cuda_graph": False}),
+    ("trainer step, eager, no photometric", {"run.cuda_graph": False, "data.photometric": 0.0}),
 )
-"""Further in-process rows on a GPU: the step without the photometric draws (which branch on
-the host), eager and captured as one CUDA graph (``run.cuda_graph``)."""
+"""Further in-process rows on a GPU, beside the defaults' (there one CUDA graph a step,
+``run.cuda_graph: auto``): the step run eagerly, with and without the photometric pass."""
 
 CLI_ROWS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("CLI eager", ()),
+    ("CLI", ()),
+    ("CLI eager", ("run.cuda_graph=false",)),
     ("CLI compile reduce-overhead", ("run.compile=true", "run.compile_mode=reduce-overhead")),
-    ("CLI no photometric", ("data.photometric=0",)),
-    ("CLI no photometric, CUDA graph", ("data.photometric=0", "run.cuda_graph=true")),
 )
-"""``landcover train`` rows on a GPU (``--cli``)."""
+"""``landcover train`` rows on a GPU (``--cli``): the defaults, the step run eagerly, and
+the model under ``torch.compile``'s CUDA graphs instead of the whole step's."""
 
 
 def _row(
@@ -334,7 +334,7 @@ def bench(
         out: Results folder.
         seconds: About how long each timing runs.
         cli: Also run ``landcover train`` on a GPU: :data:`CLI_ROWS` at the first batch, the
-            eager row at the others.
+            first two at the others.
         cli_epochs: The CLI runs' epochs.
         cli_samples: The CLI runs' samples an epoch.
 
@@ -357,7 +357,7 @@ def bench(
                 rows.append(_failed(config_file, device, batch, name, str(exc)))
                 continue
             rows.append(_row(config_file, device, batch, name, m, base))
-        cli_rows = CLI_ROWS if batch == batches[0] else CLI_ROWS[:1]  # the others: eager only
+        cli_rows = CLI_ROWS if batch == batches[0] else CLI_ROWS[:2]
         for name, items in cli_rows if cli and gpu else ():
             with tempfile.TemporaryDirectory() as tmp:
                 sps = cli_samples_per_s(

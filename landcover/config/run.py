@@ -6,7 +6,7 @@ from typing import Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from landcover.config.base import Section, no_credentials_in_url
+from landcover.config.base import AUTO, Section, no_credentials_in_url
 from landcover.registry import DEFAULT_ENGINE, check_engine_name
 
 
@@ -58,12 +58,15 @@ class RunConfig(Section):
             H100 at small batches; it keeps a copy of the step's tensors and needs static
             shapes); ``max-autotune``, which also searches kernels (minutes of compiling);
             ``max-autotune-no-cudagraphs``. CUDA graphs apply on a GPU only.
-        cuda_graph: Capture the whole training step (input, forward, loss, backward, optimizer
-            and the weights' average) as one CUDA graph and replay it every step
-            (:mod:`landcover.training.graphstep`); where the step cannot be captured, one log
-            line says why and the step runs eagerly. Not yet with
-            ``data.photometric`` above 0, several workers, ``optim.accumulate`` above 1 or
-            fp16.
+        cuda_graph: Capture the whole training step (the batch made model input with its
+            augmentation and normalisation, forward, loss, backward, optimizer and the
+            weights' average) as one CUDA graph and replay it every step
+            (:mod:`landcover.training.graphstep`): one launch instead of hundreds, for a step
+            bound by kernel launches (on an H200 at batch 16: 1.5x the plain eager loop, 2.6x
+            the eager step). ``auto``: on a CUDA GPU wherever the step can be captured (not
+            yet with several workers, ``optim.accumulate`` above 1, fp16, ``run.compile`` or
+            Horovod: one log line then says why and the step runs eagerly); ``true``: the
+            same, and said on the CPU too; ``false``: eager.
         profile_steps: Profile this many optimizer steps of the first epoch trained with
             ``torch.profiler`` (after 3 steps and one warm-up step), on every worker:
             ``profile/rank{r}.pt.trace.json`` (a Chrome trace: Perfetto, TensorBoard) and
@@ -107,7 +110,7 @@ class RunConfig(Section):
     compile_mode: Literal[
         "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
     ] = "default"
-    cuda_graph: bool = False
+    cuda_graph: bool | Literal["auto"] = AUTO
     profile_steps: int = Field(0, ge=0)
     mlflow: bool = False
 

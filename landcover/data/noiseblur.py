@@ -86,7 +86,7 @@ def normal_table(device: torch.device) -> torch.Tensor:
 
 
 def noise_codes(
-    gen: torch.Generator,
+    gen: torch.Generator | None,
     count: int,
     out: torch.Tensor | None = None,
     bits: torch.Tensor | None = None,
@@ -94,7 +94,8 @@ def noise_codes(
     """Draws ``count`` uniform 16-bit noise codes (four per 64 random bits).
 
     Args:
-        gen: The random generator (on the device wanted).
+        gen: The random generator (on the device wanted), or ``None`` for the default
+            generator of ``out``'s device (``out`` then given).
         count: How many codes.
         out: Optional int32 tensor of ``count`` elements to write into.
         bits: Optional int64 scratch of ``ceil(count / 4)`` elements.
@@ -103,11 +104,12 @@ def noise_codes(
         ``(count,)`` int32 codes in ``0..NOISE_LEVELS - 1``: each 16-bit word of the bits, read
         as a signed integer, plus 32768.
     """
+    device = out.device if out is not None else gen.device  # type: ignore[union-attr]
     if bits is None:
-        bits = torch.empty(-(-count // 4), dtype=torch.int64, device=gen.device)
+        bits = torch.empty(-(-count // 4), dtype=torch.int64, device=device)
     bits.random_(-(2**63), None, generator=gen)  # the full 64-bit range
     if out is None:
-        out = torch.empty(count, dtype=torch.int32, device=gen.device)
+        out = torch.empty(count, dtype=torch.int32, device=device)
     out = out.view(-1)
     out.copy_(bits.view(torch.int16)[:count])
     return out.add_(NOISE_LEVELS // 2)

@@ -40,11 +40,9 @@ of the fresh 67 MB float batch, which both sides pay.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
 from landcover.data.noiseblur import (
@@ -59,10 +57,6 @@ from landcover.data.photoranges import PhotometricRanges
 
 CPU_CHUNK = 1
 """Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""
-
-
-def _log_uniform(low: float, high: float, u: np.ndarray) -> np.ndarray:
-    return np.exp(np.float32(math.log(low)) + u * np.float32(math.log(high) - math.log(low)))
 
 
 @dataclass
@@ -81,6 +75,12 @@ class PhotometricDraw:
         blur_sigma: ``(B,)`` blur sigma in pixels; 0 where a patch is not blurred.
         blurred: ``(B,)`` bool on the host: ``blur_sigma > 0``.
         shape: The batch's ``(B, C, H, W)``.
+        packed: ``gain, offset, gamma, noise_sd, blur_sigma`` flattened in that order, one
+            tensor (the others are views of it): what :meth:`unpack` takes.
+        every: Every patch goes through the one pass, with identity values where it is not
+            chosen and a noise drawn from the device's default generator: nothing on the
+            host branches on the draw, so the pass can be captured in a CUDA graph
+            (:meth:`unpack`).
 
     The other tensors are on the batch's device; what the pass branches on stays on the host,
     where reading it costs a GPU no synchronisation.
@@ -95,6 +95,8 @@ class PhotometricDraw:
     blur_sigma: torch.Tensor
     blurred: torch.Tensor
     shape: tuple[int, int, int, int]
+    packed: torch.Tensor
+    every: bool = False
 
     @classmethod
     def draw(
@@ -123,42 +125,53 @@ class PhotometricDraw:
             The draw.
         """
         b, c, h, w = (int(s) for s in shape)
-        r = ranges
-        # one draw of every uniform, in the order the values are named (the same numbers as
-        # one draw each), and the arithmetic on the host in numpy: a few host operations a
-        # batch instead of a few dozen, and one copy to the device
-        u = torch.rand(b * (5 + 2 * c), generator=gen).numpy()
-        seed = int(torch.randint(0, 2**62, (1,), generator=gen)[0])
-        parts = np.split(u, np.cumsum([b, b * c, b * c, b, b, b]))
-        chosen = (parts[0] < p).astype(np.float32)
-        gain = _log_uniform(*r.gain, parts[1].reshape(b, c))
-        offset = (parts[2].reshape(b, c) * 2 - 1) * np.float32(r.offset)
-        gamma = _log_uniform(*r.gamma, parts[3])
-        noise_sd = parts[4] * np.float32(r.noise) * chosen
-        blurred = (parts[5] < r.blur_p).astype(np.float32) * chosen
-        low, high = (np.float32(v) for v in r.blur_sigma)
-        sigma = (low + parts[6] * (high - low)) * blurred
-        packed = np.concatenate(
-            [
-                (1 + chosen[:, None] * (gain - 1)).ravel(),
-                (chosen[:, None] * offset).ravel(),
-                1 + chosen * (gamma - 1),
-                noise_sd,
-                sigma,
-            ]
-        ).astype(np.float32)
-        there = torch.from_numpy(packed).to(device, non_blocking=True)
-        values = there.split([b * c, b * c, b, b, b])
+        values = ranges.sample(b, c, p, gen)
+        packed = values.packed
+        there = torch.from_numpy(packed).to(device, non_blocking=True)  # one copy
+        split = there.split([b * c, b * c, b, b, b])
+        return cls(
+            gain=split[0].view(b, c, 1, 1),
+            offset=split[1].view(b, c, 1, 1),
+            gamma=split[2].view(b, 1, 1, 1),
+            chosen=torch.from_numpy(values.chosen),
+            noise_sd=split[3],
+            noise_seed=values.seed,
+            blur_sigma=split[4],
+            blurred=torch.from_numpy(values.blurred),
+            shape=(b, c, h, w),
+            packed=there,
+        )
+
+    @classmethod
+    def unpack(cls, packed: torch.Tensor, shape: tuple[int, int, int, int]) -> PhotometricDraw:
+        """A draw from its :attr:`packed` values, applied to every patch (:attr:`every`).
+
+        The result is the draw's own (to float rounding: a patch not chosen has gain 1,
+        offset 0, gamma 1, no noise and a blur whose kernel is a unit impulse), but for the
+        noise, drawn from the device's default generator.
+
+        Args:
+            packed: :attr:`packed` of a draw, on the batch's device (e.g. a CUDA graph's input).
+            shape: The batch's ``(B, C, H, W)``.
+
+        Returns:
+            The draw.
+        """
+        b, c = shape[:2]
+        values = packed.split([b * c, b * c, b, b, b])
+        every = torch.ones(b, dtype=torch.bool)
         return cls(
             gain=values[0].view(b, c, 1, 1),
             offset=values[1].view(b, c, 1, 1),
             gamma=values[2].view(b, 1, 1, 1),
-            chosen=torch.from_numpy(chosen > 0),
+            chosen=every,
             noise_sd=values[3],
-            noise_seed=seed,
+            noise_seed=0,
             blur_sigma=values[4],
-            blurred=torch.from_numpy(sigma > 0),
-            shape=(b, c, h, w),
+            blurred=every,
+            shape=shape,
+            packed=packed,
+            every=True,
         )
 
     def noise_codes(self) -> torch.Tensor:
@@ -283,7 +296,7 @@ class PhotometricDraw:
         chosen, blurred = self.chosen.tolist(), self.blurred.tolist()  # on the host
         kernels = gaussian_kernels_1d(self.blur_sigma.clamp(min=1e-3))
         table = normal_table(device)
-        gen = device_generator(device, self.noise_seed)
+        gen = None if self.every else device_generator(device, self.noise_seed)
         rows = None
         if scale is not None or shift is not None:
             ones = torch.ones((1, c), device=device)

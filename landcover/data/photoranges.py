@@ -11,6 +11,32 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
+import torch
+
+
+@dataclass(frozen=True)
+class SampledValues:
+    """One batch's perturbation values, drawn on the host.
+
+    Attributes:
+        packed: ``gain (B*C), offset (B*C), gamma (B), noise_sd (B), blur_sigma (B)`` as one
+            float32 array, identity values (gain 1, offset 0, gamma 1, no noise, no blur) for
+            the patches not chosen.
+        chosen: ``(B,)`` bool: the patches perturbed.
+        blurred: ``(B,)`` bool: the patches blurred (``blur_sigma > 0``).
+        seed: Seeds the generator of the chosen patches' noise codes.
+    """
+
+    packed: np.ndarray
+    chosen: np.ndarray
+    blurred: np.ndarray
+    seed: int
+
+
+def _log_uniform(low: float, high: float, u: np.ndarray) -> np.ndarray:
+    return np.exp(np.float32(math.log(low)) + u * np.float32(math.log(high) - math.log(low)))
+
 
 @dataclass(frozen=True)
 class PhotometricRanges:
@@ -54,3 +80,43 @@ class PhotometricRanges:
             blur_p=self.blur_p,
             blur_sigma=self.blur_sigma,
         )
+
+    def sample(self, b: int, c: int, p: float, gen: torch.Generator) -> SampledValues:
+        """Draws a batch's perturbation values.
+
+        The draws, in order: chosen ``(B,)``, gain ``(B, C)``, offset ``(B, C)``, gamma
+        ``(B,)``, noise standard deviation ``(B,)``, blurred ``(B,)``, sigma ``(B,)`` (all
+        uniform, in one draw: the same numbers as one draw each), then one integer, the seed
+        of the noise codes. The arithmetic is numpy's on the host: a few host operations a
+        batch instead of a few dozen torch ones.
+
+        Args:
+            b: Patches.
+            c: Bands.
+            p: Probability that a patch is perturbed.
+            gen: The random generator (on the CPU).
+
+        Returns:
+            The values.
+        """
+        u = torch.rand(b * (5 + 2 * c), generator=gen).numpy()
+        seed = int(torch.randint(0, 2**62, (1,), generator=gen)[0])
+        parts = np.split(u, np.cumsum([b, b * c, b * c, b, b, b]))
+        chosen = (parts[0] < p).astype(np.float32)
+        gain = _log_uniform(*self.gain, parts[1].reshape(b, c))
+        offset = (parts[2].reshape(b, c) * 2 - 1) * np.float32(self.offset)
+        gamma = _log_uniform(*self.gamma, parts[3])
+        noise_sd = parts[4] * np.float32(self.noise) * chosen
+        blurred = (parts[5] < self.blur_p).astype(np.float32) * chosen
+        low, high = (np.float32(v) for v in self.blur_sigma)
+        sigma = (low + parts[6] * (high - low)) * blurred
+        packed = np.concatenate(
+            [
+                (1 + chosen[:, None] * (gain - 1)).ravel(),
+                (chosen[:, None] * offset).ravel(),
+                1 + chosen * (gamma - 1),
+                noise_sd,
+                sigma,
+            ]
+        ).astype(np.float32)
+        return SampledValues(packed, chosen > 0, sigma > 0, seed)

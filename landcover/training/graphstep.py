@@ -96,7 +96,6 @@ class GraphedStep:
 
 def graph_obstacle(
     device: torch.device,
-    photometric: float,
     accumulate: int,
     world_size: int,
     grad_scaling: bool,
@@ -106,7 +105,6 @@ def graph_obstacle(
 
     Args:
         device: The worker's device.
-        photometric: ``data.photometric`` (its per-patch draws branch on the host).
         accumulate: ``optim.accumulate``.
         world_size: Workers in the run.
         grad_scaling: Whether fp16's gradient scaler is on (its skipped steps branch).
@@ -118,8 +116,6 @@ def graph_obstacle(
     """
     if device.type != "cuda":
         return f"the device is {device.type}, not a CUDA GPU"
-    if photometric > 0:
-        return "data.photometric > 0 (its per-patch draws branch on the host)"
     if accumulate > 1:
         return "optim.accumulate > 1"
     if world_size > 1:

@@ -18,7 +18,7 @@ import torch
 from landcover.config import DataConfig
 from landcover.data.augment import d4_source_index, resolve_augment_on, transform_batch
 from landcover.data.normalize import TileStats, array_band_stats
-from landcover.data.photometric import PhotometricRanges, photometric_uint8
+from landcover.data.photometric import PhotometricDraw, PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
 
 
@@ -85,12 +85,36 @@ class TrainingInput:
         state = np.random.SeedSequence([self.seed, rank, epoch]).generate_state(1, np.uint64)
         self.generator.manual_seed(int(state[0]) & 0x7FFF_FFFF_FFFF_FFFF)
 
-    def __call__(self, images: torch.Tensor, tiles: torch.Tensor | None = None) -> torch.Tensor:
+    def host_draw(self, images: torch.Tensor) -> torch.Tensor | None:
+        """Draws a batch's photometric perturbation on the host, for :meth:`__call__`'s ``draw``.
+
+        Args:
+            images: The batch's ``(B, H, W, C)`` uint8 imagery (only its shape is read).
+
+        Returns:
+            The draw's packed values (:attr:`PhotometricDraw.packed`, a host tensor), or
+            ``None`` without photometric augmentation.
+        """
+        if self.p <= 0:
+            return None
+        b, h, w, c = images.shape
+        cpu = torch.device("cpu")
+        return PhotometricDraw.draw((b, c, h, w), self.p, self.generator, self.ranges, cpu).packed
+
+    def __call__(
+        self,
+        images: torch.Tensor,
+        tiles: torch.Tensor | None = None,
+        draw: torch.Tensor | None = None,
+    ) -> torch.Tensor:
         """Augments and normalises a batch.
 
         Args:
             images: ``(B, H, W, C)`` uint8 tensor on the device.
             tiles: ``(B,)`` index of each patch's tile in the worker's tiles (``per_tile``).
+            draw: A perturbation drawn by :meth:`host_draw`, on the device: every patch then
+                goes through one pass that branches on nothing on the host (a CUDA graph's
+                step), its noise from the device's default generator. ``None``: drawn here.
 
         Returns:
             ``(B, C, H, W)`` float32 model input (memory channels-last).
@@ -102,6 +126,10 @@ class TrainingInput:
         if self.p <= 0:
             x = images.permute(0, 3, 1, 2).float()
             return x * self.scale_dn[index][:, :, None, None] - self.shift[index][:, :, None, None]
+        if draw is not None:
+            b, h, w, c = images.shape
+            every = PhotometricDraw.unpack(draw, (b, c, h, w))
+            return every.apply_uint8(images, True, self.scale[index], self.shift[index])
         # clip(perturbed) * scale - shift, the uint8 values through lookup tables
         return photometric_uint8(
             images,
@@ -114,7 +142,10 @@ class TrainingInput:
         )
 
     def model_batch(
-        self, batch: tuple[torch.Tensor, ...], contiguous: bool = False
+        self,
+        batch: tuple[torch.Tensor, ...],
+        contiguous: bool = False,
+        draw: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """A batch as the sampler draws it, made the model's input on the device.
 
@@ -129,6 +160,8 @@ class TrainingInput:
                 :meth:`~landcover.data.sampler.PatchSampler.batch_for_device`.
             contiguous: Return the input in contiguous ``(B, C, H, W)`` memory (else
                 channels-last memory, as it is made).
+            draw: The photometric draw of :meth:`host_draw`, on the device (see
+                :meth:`__call__`); ``None``: drawn here.
 
         Returns:
             ``(inputs, labels)``: ``(B, C, H, W)`` float32 and ``(B, H, W)`` int64 class
@@ -140,5 +173,5 @@ class TrainingInput:
         if self.d4_table is not None:
             code = codes[0].to(self.device, non_blocking=True)
             images, labels = transform_batch(images, labels, code, self.d4_table)
-        inputs = self(images, tiles)
+        inputs = self(images, tiles, draw)
         return (inputs.contiguous() if contiguous else inputs), labels.long()

@@ -16,10 +16,10 @@ from dataclasses import dataclass
 import torch
 from torch import nn
 
-from landcover.config import Config
+from landcover.config import AUTO, Config
 from landcover.parallel.engine import Replica
 from landcover.training.ema import ModelEMA
-from landcover.training.graphstep import GraphedStep, graph_obstacle
+from landcover.training.graphstep import WARMUP_STEPS, GraphedStep, graph_obstacle
 from landcover.training.inputs import TrainingInput
 from landcover.training.step import accumulation_step
 
@@ -92,7 +92,9 @@ class StepRunner:
             self.lr.fill_(lr)
             if p.ema is not None:
                 self.ema_weight.fill_(p.ema.next_weight())
-            loss = self.graphed(batches[0])
+            batch = batches[0]
+            draw = p.prepare.host_draw(batch[0])  # drawn here, a graph input like the batch
+            loss = self.graphed(batch if draw is None else (*batch, draw))
             if p.ema is not None:
                 p.ema.count()
             return loss
@@ -123,7 +125,11 @@ class StepRunner:
     def _graph_body(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """The captured step: input, step, and the average with its weight from the device."""
         p = self.parts
-        loss = self._step([p.prepare.model_batch(batch, contiguous=not p.channels_last)])
+        draw = None
+        if p.prepare.p > 0:  # the host's photometric draw, the last input
+            batch, draw = batch[:-1], batch[-1]
+        inputs = p.prepare.model_batch(batch, contiguous=not p.channels_last, draw=draw)
+        loss = self._step([inputs])
         if p.ema is not None:
             p.ema.lerp(p.model, self.ema_weight)
         return loss
@@ -138,21 +144,27 @@ def build_step_runner(parts: StepParts, config: Config, world_size: int) -> Step
         world_size: Workers in the run.
 
     Returns:
-        The runner; where the graph was asked for and the step cannot be captured, one log
-        line says why and the runner steps eagerly.
+        The runner. Where the graph was asked for (``true``, or ``auto`` on a CUDA GPU) and
+        the step cannot be captured, one log line says why and the runner steps eagerly.
     """
-    if not config.run.cuda_graph:
+    wanted = config.run.cuda_graph
+    device = parts.prepare.device
+    if wanted is False or (wanted == AUTO and device.type != "cuda"):
         return StepRunner(parts)
     obstacle = graph_obstacle(
-        parts.prepare.device,
-        config.data.photometric,
+        device,
         config.optim.accumulate,
         world_size,
         parts.scaler is not None,
         hasattr(parts.optimizer, "synchronize"),
     ) or ("run.compile is on" if config.run.compile else None)
     if obstacle is not None:
-        log.info("run.cuda_graph: the step runs eagerly: %s", obstacle)
+        log.info("run.cuda_graph %s: the step runs eagerly: %s", str(wanted).lower(), obstacle)
         return StepRunner(parts)
-    log.info("run.cuda_graph: the training step is captured as one CUDA graph")
+    log.info(
+        "run.cuda_graph %s: the training step is one CUDA graph, captured after %d eager "
+        "steps and replayed",
+        str(wanted).lower(),
+        WARMUP_STEPS,
+    )
     return StepRunner(parts, graph=True)

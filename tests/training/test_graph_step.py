@@ -1,7 +1,8 @@
 """The training step captured as one CUDA graph trains as the eager step does.
 
 Two copies of the trainer's step (the same model, optimizer, loss, moving average and input
-path, from the same seed) train on the same batches: one eagerly, one through
+path with its photometric draws, from the same seed; the pixel noise, which the graph draws
+from the device's own generator, off) train on the same batches: one eagerly, one through
 :class:`~landcover.training.steprunner.StepRunner` with ``graph=True`` (three eager warm-up
 steps on a side stream, then the capture, then replays). After every step the two runs'
 losses, and at the end their weights and averages, must agree to float rounding (cuDNN's
@@ -12,6 +13,7 @@ one line and steps eagerly.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from pathlib import Path
 
@@ -21,6 +23,8 @@ import torch
 
 from landcover.config import Config
 from landcover.config.loading import load_config
+from landcover.data.photometric import PhotometricDraw
+from landcover.data.photoranges import PhotometricRanges
 from landcover.data.raster import TileArrays
 from landcover.data.sampler import PatchSampler, epoch_rng
 from landcover.models.factory import build_model
@@ -39,7 +43,7 @@ STEPS = 8
 
 
 def _config() -> Config:
-    """configs/cpu.yaml without the photometric draws (which branch on the host)."""
+    """configs/cpu.yaml's model and input path (photometric, per-tile, D4 on the device)."""
     config = load_config(REPO / "configs" / "cpu.yaml", {"run.cuda_graph": True})
     data = config.data.model_copy(
         update={
@@ -47,7 +51,6 @@ def _config() -> Config:
             "std": [0.15, 0.14, 0.1, 0.18],
             "patch_size": PATCH,
             "augment_on": "device",
-            "photometric": 0.0,
         }
     )
     loss = config.optim.loss.model_copy(update={"class_weights": [1.0, 0.5, 0.4, 2.0, 2.0, 1.0]})
@@ -69,15 +72,18 @@ def _tiles() -> list[TileArrays]:
 
 
 def _parts(config: Config, device: torch.device) -> StepParts:
+    """The step's parts; the photometric noise off (the graph draws it on the device)."""
     tiles = _tiles()
     torch.manual_seed(0)
     model = build_model(config.model, 4, CLASSES).to(device)
+    prepare = TrainingInput(config.data, tiles, device, seed=5)
+    prepare.ranges = dataclasses.replace(prepare.ranges, noise=0.0, blur_p=0.5)
     return StepParts(
         replica=Replica(model, model),
         model=model,
         criterion=SegmentationLoss(config.optim.loss, CLASSES).to(device),
         optimizer=build_optimizer(model.parameters(), config),
-        prepare=TrainingInput(config.data, tiles, device, seed=5),
+        prepare=prepare,
         ema=ModelEMA(model, 0.9),
         autocast_dtype=None,
         grad_clip=config.optim.grad_clip,
@@ -135,9 +141,46 @@ def test_on_the_cpu_the_step_stays_eager_and_says_why(caplog: pytest.LogCaptureF
         runner = build_step_runner(parts, config, world_size=1)
     assert runner.graphed is None
     lines = [r.getMessage() for r in caplog.records if "run.cuda_graph" in r.getMessage()]
-    assert lines == ["run.cuda_graph: the step runs eagerly: the device is cpu, not a CUDA GPU"]
+    assert lines == [
+        "run.cuda_graph true: the step runs eagerly: the device is cpu, not a CUDA GPU"
+    ]
+    # auto (the default) on the CPU: eager, and nothing said
+    caplog.clear()
+    auto = config.model_copy(update={"run": config.run.model_copy(update={"cuda_graph": "auto"})})
+    with caplog.at_level(logging.INFO, logger="landcover"):
+        assert build_step_runner(parts, auto, world_size=1).graphed is None
+    assert not [r for r in caplog.records if "run.cuda_graph" in r.getMessage()]
     batch = _batches(config, pin=False)[0]
     before = [p.detach().clone() for p in parts.model.parameters()]
     loss = runner([batch], 1e-3)
     assert torch.isfinite(loss)
     assert any(not torch.equal(a, b) for a, b in zip(before, parts.model.parameters(), strict=True))
+
+
+def test_the_branch_free_photometric_pass_equals_the_drawn_one() -> None:
+    """What the graph runs (every patch through one pass) is the draw's own perturbation."""
+    gen = torch.Generator().manual_seed(7)
+    images = torch.randint(0, 256, (12, 40, 36, 4), generator=gen, dtype=torch.uint8)
+    shape = (12, 4, 40, 36)
+    ranges = PhotometricRanges(noise=0.0, blur_p=0.5)
+    draw = PhotometricDraw.draw(shape, 0.6, gen, ranges, torch.device("cpu"))
+    chosen, blurred = draw.chosen.tolist(), draw.blurred.tolist()
+    assert 0 < sum(chosen) < 12 and 0 < sum(blurred) < sum(chosen)
+    scale, shift = torch.rand((12, 4), generator=gen) + 1, torch.rand((12, 4), generator=gen)
+    expected = draw.apply_uint8(images, True, scale, shift)
+    every = PhotometricDraw.unpack(draw.packed.clone(), shape)
+    torch.testing.assert_close(every.apply_uint8(images, True, scale, shift), expected)
+    # with noise: the chosen patches get it at their own strength, the others none
+    noisy_ranges = PhotometricRanges(noise=0.05, blur_p=0.0)
+    gen.manual_seed(8)
+    draw = PhotometricDraw.draw(shape, 0.6, gen, noisy_ranges, torch.device("cpu"))
+    quiet = dataclasses.replace(draw, noise_sd=torch.zeros(12))
+    base = quiet.apply_uint8(images)
+    out = PhotometricDraw.unpack(draw.packed.clone(), shape).apply_uint8(images)
+    for i, picked in enumerate(draw.chosen.tolist()):
+        diff = (out[i] - base[i])[(base[i] > 0.2) & (base[i] < 0.8)]  # away from the clamp
+        sd = float(draw.noise_sd[i])
+        if not picked:
+            assert sd == 0.0 and float(diff.abs().max()) == 0.0
+        else:
+            assert abs(float(diff.std()) - sd) < 0.1 * sd, (i, float(diff.std()), sd)
