@@ -345,7 +345,12 @@ def bench(
     goals: list[Goal] = []
     gpu = device.type == "cuda"
     for batch in batches:
-        plain = measure(plain_loop(config_file, batch, device), device, batch, seconds, 2)
+        # the yardstick at its best: measured twice, the second time after a warm GPU
+        loop = plain_loop(config_file, batch, device)
+        plain = max(
+            (measure(loop, device, batch, seconds, 2) for _ in range(2)),
+            key=lambda m: m["samples_per_s"],
+        )
         base = plain["samples_per_s"]
         rows.append(_row(config_file, device, batch, "plain loop", plain, base))
         ours = _in_process(config_file, batch, device, seconds, {})
