@@ -11,21 +11,19 @@ with probability ``p``:
 - Gaussian sensor noise (per-patch standard deviation, uniform),
 - a Gaussian blur (haze, defocus, resampling), with probability ``blur_p``.
 
-Labels are never touched and no pixel moves: image and label stay aligned.
-
-Two entry points share one draw and one pass: :func:`photometric_uint8` takes the uint8 batch
-training has (``(B, H, W, C)`` or ``(B, C, H, W)``) and maps every value through a per-(patch,
-band) lookup table of 256 floats (``clip(x / 255) ** gamma * gain + offset``: the gamma is
-paid on 256 values, not on every pixel), optionally standardising on the way out;
-:func:`photometric` takes a float batch on the 0..1 scale and does the same arithmetic per pixel.
-Noise and blur are computed for the chosen (and blurred) patches only, in a few kernels a
-chunk: the chosen patches' noise codes in one draw (on the CPU the very codes of one draw a
-patch), added in one pass. The noise is a standard
-normal drawn as 16-bit codes mapped through a table of normal quantiles
-(:func:`~landcover.data.noiseblur.normal_table`: Gaussian to 1/65536 of probability, tails cut at 4.3 standard
-deviations), four codes per 64 random bits: about half the cost of ``torch.randn`` on the CPU. The blur
-is separable (two 5-tap passes). On the CPU the batch is processed one patch at a time, so its
-scratch stays in cache and is reused (fresh memory costs page faults); elsewhere in one chunk.
+Labels are never touched and no pixel moves: image and label stay aligned. Two entry points
+share one draw and one pass: :func:`photometric_uint8` takes the uint8 batch training has
+(``(B, H, W, C)`` or ``(B, C, H, W)``) and maps every value through a per-(patch, band) lookup
+table of 256 floats (``clip(x / 255) ** gamma * gain + offset``: the gamma is paid on 256
+values, not on every pixel), optionally standardising on the way out; :func:`photometric` takes
+a float batch on the 0..1 scale and does the same arithmetic per pixel.
+Noise and blur are computed for the chosen (and blurred) patches only, the noise codes of a
+chunk in one draw (on the CPU the very codes of one draw a patch); a captured step takes every
+patch through the pass instead (:meth:`PhotometricDraw.unpack`). The noise is a standard normal
+drawn as 16-bit codes mapped through a table of normal quantiles
+(:func:`~landcover.data.noiseblur.normal_table`), four codes per 64 random bits: about half the
+cost of ``torch.randn`` on the CPU. The blur is separable (two 5-tap passes). On the CPU the batch
+goes one patch at a time, its scratch in cache and reused; elsewhere in one chunk.
 
 Why our own and not albumentations: the pass works on the batch where training has it (on
 the GPU in a CUDA run, taking no CPU time from the sampler), its draws come from a generator
@@ -106,6 +104,7 @@ class PhotometricDraw:
         gen: torch.Generator,
         ranges: PhotometricRanges,
         device: torch.device,
+        to_device: Callable[[torch.Tensor], torch.Tensor] | None = None,
     ) -> PhotometricDraw:
         """Draws a batch's perturbation.
 
@@ -120,6 +119,7 @@ class PhotometricDraw:
             gen: The random generator (on the CPU).
             ranges: The ranges.
             device: The batch's device.
+            to_device: Copies the drawn values (a host tensor) to ``device``; ``None``: ``.to``.
 
         Returns:
             The draw.
@@ -127,7 +127,8 @@ class PhotometricDraw:
         b, c, h, w = (int(s) for s in shape)
         values = ranges.sample(b, c, p, gen)
         packed = values.packed
-        there = torch.from_numpy(packed).to(device, non_blocking=True)  # one copy
+        host = torch.from_numpy(packed)  # one copy (a GPU's: from pinned memory, PinnedStaging)
+        there = to_device(host) if to_device else host.to(device, non_blocking=True)
         split = there.split([b * c, b * c, b, b, b])
         return cls(
             gain=split[0].view(b, c, 1, 1),
@@ -371,6 +372,7 @@ def photometric_uint8(
     channels_last: bool = True,
     scale: torch.Tensor | None = None,
     shift: torch.Tensor | None = None,
+    to_device: Callable[[torch.Tensor], torch.Tensor] | None = None,
 ) -> torch.Tensor:
     """Perturbs a uint8 batch photometrically, optionally standardising it: the fast path.
 
@@ -385,6 +387,7 @@ def photometric_uint8(
         channels_last: Whether ``images`` is ``(B, H, W, C)``.
         scale: Optional ``(B, C)`` or ``(1, C)`` factor applied to the 0..1 result.
         shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
+        to_device: How the drawn values reach the batch's device (:meth:`PhotometricDraw.draw`).
 
     Returns:
         A new ``(B, C, H, W)`` float32 tensor (memory channels-last), same device: on the 0..1
@@ -392,5 +395,6 @@ def photometric_uint8(
     """
     b, *rest = images.shape
     shape = (b, rest[2], rest[0], rest[1]) if channels_last else (b, *rest)
-    draw = PhotometricDraw.draw(shape, p, gen, ranges or PhotometricRanges(), images.device)
+    ranges = ranges or PhotometricRanges()
+    draw = PhotometricDraw.draw(shape, p, gen, ranges, images.device, to_device)
     return draw.apply_uint8(images, channels_last, scale, shift)

@@ -22,6 +22,8 @@ from collections.abc import Callable
 
 import torch
 
+from landcover.training.staging import PinnedStaging
+
 log = logging.getLogger("landcover")
 
 WARMUP_STEPS = 3
@@ -53,13 +55,15 @@ class GraphedStep:
         self.static: tuple[torch.Tensor, ...] | None = None
         self.loss: torch.Tensor | None = None
         self.stream = torch.cuda.Stream(device)
+        self.staging = PinnedStaging(device)
 
     def __call__(self, batch: tuple[torch.Tensor, ...]) -> torch.Tensor:
         """Trains one step on a batch.
 
         Args:
-            batch: The batch's tensors (host tensors, pinned for an asynchronous copy, or
-                device tensors), the same shapes and dtypes every call.
+            batch: The batch's tensors (host tensors, or device tensors), the same shapes and
+                dtypes every call. A host tensor not in pinned memory goes through pinned
+                buffers of the step's own (:class:`PinnedStaging`), so no copy waits for the GPU.
 
         Returns:
             The step's loss (a device scalar; after the capture the graph's own output,
@@ -70,7 +74,10 @@ class GraphedStep:
             self.static = tuple(t.to(self.device, non_blocking=True).clone() for t in batch)
         else:
             for target, source in zip(self.static, batch, strict=True):
-                target.copy_(source, non_blocking=True)
+                if source.device.type == "cpu" and not source.is_pinned():  # e.g. a draw
+                    self.staging.to_device(source, out=target)
+                else:
+                    target.copy_(source, non_blocking=True)
         if self.graph is not None:
             self.graph.replay()
             assert self.loss is not None

@@ -20,6 +20,7 @@ from landcover.data.augment import d4_source_index, resolve_augment_on, transfor
 from landcover.data.normalize import TileStats, array_band_stats
 from landcover.data.photometric import PhotometricDraw, PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
+from landcover.training.staging import PinnedStaging
 
 
 def tile_stats(tiles: list[TileArrays]) -> list[TileStats | None]:
@@ -62,6 +63,8 @@ class TrainingInput:
             mean = torch.tensor([s.mean if s else list(cfg.mean) for s in own])  # type: ignore[arg-type]
             std = torch.tensor([s.std if s else list(cfg.std) for s in own])  # type: ignore[arg-type]
         self.per_tile = cfg.normalize == "per_tile"
+        # the draws reach a GPU from pinned memory: the copy waits for nothing
+        self.staging = PinnedStaging(device) if device.type == "cuda" else None
         mean, std = mean.to(device), std.to(device)
         # the very arithmetic of BandNormalizer: (T, C) factors of each tile (T = 1: global)
         self.scale_dn = 1.0 / (255.0 * std)
@@ -139,6 +142,7 @@ class TrainingInput:
             channels_last=True,
             scale=self.scale[index],
             shift=self.shift[index],
+            to_device=self.staging.to_device if self.staging is not None else None,
         )
 
     def model_batch(

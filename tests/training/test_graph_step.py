@@ -32,6 +32,7 @@ from landcover.parallel.engine import Replica
 from landcover.training.ema import ModelEMA
 from landcover.training.inputs import TrainingInput
 from landcover.training.losses import SegmentationLoss
+from landcover.training.staging import PinnedStaging
 from landcover.training.step import build_optimizer
 from landcover.training.steprunner import StepParts, StepRunner, build_step_runner
 
@@ -188,3 +189,23 @@ def test_the_branch_free_photometric_pass_equals_the_drawn_one() -> None:
             assert sd == 0.0 and float(diff.abs().max()) == 0.0
         else:
             assert abs(float(diff.std()) - sd) < 0.1 * sd, (i, float(diff.std()), sd)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_pinned_staging_copies_every_turn_right() -> None:
+    """More copies than buffers, of two sizes and dtypes: each arrives as it was sent."""
+    device = torch.device("cuda")
+    staging = PinnedStaging(device, depth=3)
+    sent, arrived = [], []
+    for i in range(10):
+        host = torch.arange(5 + i % 2, dtype=torch.float32 if i % 3 else torch.int64) * (i + 1)
+        sent.append(host.clone())
+        arrived.append(staging.to_device(host))
+        host.fill_(-1)  # the caller's tensor is free again at once
+    out = torch.empty(6, device=device)
+    staging.to_device(torch.full((6,), 7.0), out=out)
+    torch.cuda.synchronize()
+    for a, b in zip(sent, arrived, strict=True):
+        assert b.is_cuda and torch.equal(a, b.cpu())
+    assert torch.equal(out.cpu(), torch.full((6,), 7.0))
