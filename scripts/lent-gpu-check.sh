@@ -11,7 +11,8 @@
 # scaling 333 s (more since its compile reduce-overhead row, perhaps 400 s). A call may run 10
 # minutes and a session's device time is 15 minutes, start-up included. The fourth run fitted
 # every stage in 770 s by three calls: `tests scaling`, then
-# `PREDICT_SHARED_JOBS=8 bash scripts/lent-gpu-check.sh predict`, then `feed smoke`.
+# `PREDICT_SHARED_JOBS=8 bash scripts/lent-gpu-check.sh predict`, then `feed smoke`. On one H200
+# (2026-11-28): tests 75-83 s, step (issue 43's plain loop against the trainer) 221-239 s.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
