@@ -441,12 +441,23 @@ def tta_rows(cache: Path, quick: bool) -> list[dict[str, Any]]:
     ]
 
 
+SHARED_WORKERS: tuple[tuple[int, bool], ...] = ((1, False), (4, False), (8, False), (4, True))
+"""The jobs of :func:`shared_device_rounds`: workers sharing one GPU, and whether each worker's
+GDAL threads are capped at its share of the cores (``GDAL_NUM_THREADS``; predict's own choice
+is every core, ``ALL_CPUS``, since this measurement: 29.6 against 27.2 Mpx/s capped, 4 workers
+on one H100, 2026-11-27)."""
+
+SHARED_TILES = 16
+"""Copies of the large tile each shared job maps (2 for each of 8 workers)."""
+
+
 def run(
     quick: bool,
     out: Path,
     cache: Path | None = None,
     only: str = "all",
     shared: tuple[tuple[int, bool], ...] | None = None,
+    shared_tiles: int = SHARED_TILES,
 ) -> list[Goal]:
     """Runs the predict benchmark part.
 
@@ -458,6 +469,7 @@ def run(
             ``tta`` (``predict_tta.*``) or ``gpu`` (the GPU rounds alone, ``predict.*``:
             ``scripts/gpu-check.sh`` spends a lent GPU's minutes on what only it measures).
         shared: The GPU part's shared-GPU jobs (default :data:`SHARED_WORKERS`).
+        shared_tiles: Copies of the large tile each shared job maps.
 
     Returns:
         The goals: memory growth and predict / forward ratio (on the GPU too when there is
@@ -471,7 +483,7 @@ def run(
     if only == "gpu":
         if not torch.cuda.is_available():
             raise SystemExit("error: --only gpu needs a CUDA GPU; torch sees none here")
-        return gpu_goals(out, cache, shared=shared or SHARED_WORKERS)
+        return gpu_goals(out, cache, shared=shared or SHARED_WORKERS, tiles=shared_tiles)
     goals = speed_goals(quick, out, cache) if only in ("all", "speed") else []
     if only in ("all", "tta"):
         goals += tta_goals(quick, out, cache)
@@ -532,6 +544,7 @@ def gpu_goals(
     cache: Path,
     device: str = "cuda",
     shared: tuple[tuple[int, bool], ...] = (),
+    tiles: int = SHARED_TILES,
 ) -> list[Goal]:
     """The GPU rounds alone (:func:`device_rounds`); writes ``predict.*``.
 
@@ -540,6 +553,7 @@ def gpu_goals(
         cache: Where the tile, the checkpoint and the maps go.
         device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
         shared: The shared-GPU jobs of :func:`shared_device_rounds` (none: skipped).
+        tiles: Copies of the tile each shared job maps.
 
     Returns:
         The ratio to the bare forward (with probabilities) and one Mpx/s report per round.
@@ -548,7 +562,7 @@ def gpu_goals(
     rounds = device_rounds(tile, cache, device)
     goals = [ratio_goal([r for r in rounds if r["outputs"] == "class+prob"], device)]
     goals += device_reports(rounds)
-    shared_rows = shared_device_rounds(tile, cache, device, shared) if shared else []
+    shared_rows = shared_device_rounds(tile, cache, device, shared, tiles) if shared else []
     goals += [
         Goal(
             "predict",
@@ -566,21 +580,12 @@ def gpu_goals(
     return goals
 
 
-SHARED_WORKERS: tuple[tuple[int, bool], ...] = ((1, False), (4, False), (8, False), (4, True))
-"""The jobs of :func:`shared_device_rounds`: workers sharing one GPU, and whether each worker's
-GDAL threads are capped at its share of the cores (``GDAL_NUM_THREADS``; predict's own choice
-is every core, ``ALL_CPUS``, since this measurement: 29.6 against 27.2 Mpx/s capped, 4 workers
-on one H100, 2026-11-27)."""
-
-SHARED_TILES = 16
-"""Copies of the large tile each shared job maps (2 for each of 8 workers)."""
-
-
 def shared_device_rounds(
     tile: Path,
     cache: Path,
     device: str = "cuda",
     jobs: tuple[tuple[int, bool], ...] = SHARED_WORKERS,
+    tiles: int = SHARED_TILES,
 ) -> list[dict[str, Any]]:
     """``landcover predict`` over a folder of copies of the tile with 1, 4 and 8 workers on
     one device (on CUDA they share the GPU, round-robin over one): the job's Mpx/s.
@@ -594,6 +599,7 @@ def shared_device_rounds(
         cache: Where the checkpoint, the folder of tiles and the maps go.
         device: ``cuda`` (``cpu`` only to try the code path on a machine without a GPU).
         jobs: ``(workers, GDAL threads capped at the worker's share)``, one job each.
+        tiles: Copies of the tile in the folder each job maps.
 
     Returns:
         One row per job: workers, GDAL threads, tiles, job seconds (``summary.json``), Mpx/s.
@@ -602,9 +608,9 @@ def shared_device_rounds(
         SystemExit: If a job fails.
     """
     checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", cache)
-    folder = cache / "shared-tiles"
+    folder = cache / f"shared-tiles-{tiles}"
     folder.mkdir(exist_ok=True)
-    for i in range(SHARED_TILES):
+    for i in range(tiles):
         copy = folder / f"copy{i:02d}_naip.tif"
         if not copy.exists():
             os.link(tile, copy)
@@ -630,7 +636,7 @@ def shared_device_rounds(
             {
                 "workers": n,
                 "gdal_threads": threads,
-                "tiles": SHARED_TILES,
+                "tiles": tiles,
                 "tile": tile_size(tile)[0],
                 "device": device,
                 "job_seconds": round(seconds, 2),
@@ -748,8 +754,14 @@ def main() -> None:
         help="the GPU part's shared-GPU jobs, e.g. '1,4,8,4c': workers per job, 'c' to cap "
         "each worker's GDAL threads at its share of the cores (default: 1,4,8,4c)",
     )
+    parser.add_argument(
+        "--shared-tiles",
+        type=int,
+        default=SHARED_TILES,
+        help=f"copies of the large tile each shared-GPU job maps (default {SHARED_TILES})",
+    )
     args = parser.parse_args()
-    run(args.quick, args.out, args.cache, args.only, args.shared_jobs)
+    run(args.quick, args.out, args.cache, args.only, args.shared_jobs, args.shared_tiles)
 
 
 def parse_shared_jobs(text: str) -> tuple[tuple[int, bool], ...]:

@@ -69,9 +69,11 @@ for stage in "${STAGES[@]}"; do
         "$PYTHON" benchmarks/scaling_bench.py --quick --gpu-only --out "$RESULTS_DIR" 2>&1 | tee "$RESULTS_DIR/scaling.txt"
         ;;
     predict)  # the default model on the GPU, with and without probabilities, COGs written
-        # PREDICT_SHARED_JOBS=4,8 runs only those shared-GPU jobs (default 1,4,8,4c)
+        # PREDICT_SHARED_JOBS=4,8 runs only those shared-GPU jobs (default 1,4,8,4c);
+        # PREDICT_SHARED_TILES=4: each maps 4 copies of the tile (default 16)
         "$PYTHON" benchmarks/predict_bench.py --only gpu --out "$RESULTS_DIR" \
             --cache "$WORK/predict" ${PREDICT_SHARED_JOBS:+--shared-jobs "$PREDICT_SHARED_JOBS"} \
+            ${PREDICT_SHARED_TILES:+--shared-tiles "$PREDICT_SHARED_TILES"} \
             2>&1 | tee "$RESULTS_DIR/predict.txt"
         ;;
     step)  # issue 43: the plain loop, the trainer's step and landcover train, side by side

@@ -13,6 +13,9 @@
 # every stage in 770 s by three calls: `tests scaling`, then
 # `PREDICT_SHARED_JOBS=8 bash scripts/lent-gpu-check.sh predict`, then `feed smoke`. On one H200
 # (2026-11-28): tests 75-83 s, step (issue 43's plain loop against the trainer) 221-239 s.
+# Issue 43's whole check in one call of under 8 minutes (the training rows, predict of one
+# 7,500 x 6,000 tile with and without probabilities, a 4-tile region job on one worker):
+#   PREDICT_SHARED_JOBS=1 PREDICT_SHARED_TILES=4 bash scripts/lent-gpu-check.sh step predict
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
