@@ -38,6 +38,7 @@ from landcover.logs import setup_logging
 from landcover.mapping import comm
 from landcover.mapping.spec import JobOptions, JobOutcome, JobSpec, measured_tiles
 from landcover.mapping.worker import job_worker
+from landcover.parallel.devices import device_available
 from landcover.parallel.env import DistEnv
 
 log = logging.getLogger("landcover")
@@ -74,6 +75,7 @@ def run_predict_job(
         outcome.raise_if_failed(job.fail_fast)
         return outcome
     setup_logging(DistEnv(), None)
+    device_available(device)  # --device cuda without a GPU: refused before the folder exists
     geometry = (options.window, options.overlap)
     spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry)
     check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder

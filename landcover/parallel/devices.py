@@ -43,6 +43,31 @@ def gpu_index(env: DistEnv, count: int, share: bool = False) -> int:
     return env.local_rank
 
 
+def device_available(requested: str) -> bool:
+    """Whether the requested device means a CUDA GPU, and that one is there.
+
+    No CUDA context is made: a launcher checks this before it writes anything.
+
+    Args:
+        requested: ``auto``, ``cpu`` or ``cuda``.
+
+    Returns:
+        True for a CUDA GPU (``cuda``, or ``auto`` where torch sees one); False for the CPU.
+
+    Raises:
+        ConfigError: If CUDA is requested but absent.
+    """
+    cuda = torch.cuda.is_available()
+    if requested == "cpu" or (requested == "auto" and not cuda):
+        return False
+    if not cuda:
+        raise ConfigError(
+            "--device cuda: no CUDA GPU is visible to torch; use --device cpu, or install a "
+            "CUDA build of torch on a GPU machine"
+        )
+    return True
+
+
 def resolve_device(requested: str, env: DistEnv, share_gpus: bool = False) -> torch.device:
     """Picks the worker's device and makes it the current CUDA device.
 
@@ -62,14 +87,8 @@ def resolve_device(requested: str, env: DistEnv, share_gpus: bool = False) -> to
         ConfigError: If CUDA is requested but absent, or there are fewer GPUs than workers
             (without ``share_gpus``).
     """
-    cuda = torch.cuda.is_available()
-    if requested == "cpu" or (requested == "auto" and not cuda):
+    if not device_available(requested):
         return torch.device("cpu")
-    if not cuda:
-        raise ConfigError(
-            "--device cuda: no CUDA GPU is visible to torch; use --device cpu, or install a "
-            "CUDA build of torch on a GPU machine"
-        )
     device = torch.device("cuda", gpu_index(env, torch.cuda.device_count(), share_gpus))
     torch.cuda.set_device(device)
     return device

@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import rasterio
+import torch
 from test_disk_errors import fill_leaving, tiny_disk  # noqa: F401 - the fixture
 
 from landcover.diskerrors import human_bytes
@@ -120,3 +121,19 @@ def test_a_full_disk_reports_the_space_really_free(tiny_disk: Path) -> None:  # 
     assert shown, line
     assert shown.group(1) == human_bytes(free), line
     assert human_bytes(free) == f"{free / 1000:.1f} kB"  # the figure people read: ~300 kB
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is there: --device cuda is fine")
+@pytest.mark.parametrize("command", ["predict", "evaluate"])
+def test_device_cuda_without_a_gpu_leaves_no_folder(
+    quick_checkpoint: Path, tmp_path: Path, command: str
+) -> None:
+    tile = write_pair(tmp_path / "in")
+    out = tmp_path / "new" / "out"
+    common = ("-k", str(quick_checkpoint), "--out", str(out), "--device", "cuda")
+    if command == "predict":
+        result = run_cli("predict", str(tile), *common, env=SUBPROCESS)
+    else:
+        result = run_cli("evaluate", "--data", str(tmp_path / "in"), *common, env=SUBPROCESS)
+    assert_one_line_error(result, "no CUDA GPU")
+    assert not (tmp_path / "new").exists()
