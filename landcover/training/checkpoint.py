@@ -162,19 +162,21 @@ def restore_best(folder: RunFolder, resumed: str, state: Checkpoint, writer: boo
     return True
 
 
-def find_resume_checkpoint(folder: RunFolder) -> str | None:
+def find_resume_checkpoint(folder: RunFolder, clean: bool = True) -> str | None:
     """Returns the run's ``last.pt``, or without one its newest ``epoch-NNNN.pt``.
 
-    (Stale temporaries are removed first.) An epoch file without ``last.pt`` is left by a run
-    whose ``last.pt`` was removed, or by one written before ``last.pt`` came first.
+    (Stale temporaries are removed first, with ``clean``.) An epoch file without ``last.pt`` is
+    left by a run whose ``last.pt`` was removed, or by one written before ``last.pt`` came
+    first.
 
     Args:
         folder: The run folder.
+        clean: Remove stale temporaries (not before the worker holds the folder's lock).
 
     Returns:
         Its path or URL, or ``None`` for a fresh run.
     """
-    names = folder.checkpoint_names()
+    names = folder.checkpoint_names(clean)
     if "last.pt" in names:
         return folder.url_of("checkpoints", "last.pt")
     epochs = sorted(n for n in names if n.startswith("epoch-"))

@@ -5,6 +5,9 @@ training worker in-process (``--workers 1``, no DDP), under landcover's elastic 
 (``--workers N``; ``horovodrun`` with ``--engine horovod``), or directly when an external
 launcher (``torchrun``, ``mpirun``, ``horovodrun``, Azure ML) already started this process as
 one worker.
+
+A resume's checkpoint is checked against the settings here, before any worker starts and
+any file of the run folder is written (:mod:`~landcover.training.resumecheck`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
 from landcover.training.mlflow_log import mlflow_enabled
 from landcover.training.mlflow_store import check_tracking_store
+from landcover.training.resumecheck import check_resume
 from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
@@ -75,6 +79,7 @@ def train_main(config: Config) -> None:
         from landcover.training.worker import run_worker
 
         try:
+            check_resume(config)  # before the worker writes its log
             run_worker(config, external)
         except Exception as exc:
             error = exc if isinstance(exc, LandcoverError) else uncaught_output_error(exc)
@@ -92,6 +97,7 @@ def train_main(config: Config) -> None:
     if mlflow_enabled(config.run):
         check_tracking_store()  # installed and reachable, in seconds, before anything is written
     preflight(config)
+    check_resume(config)  # a checkpoint trained with other settings: one line, nothing written
     RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
     # the model's libraries (smp, timm, torchvision: 2 s) load once the checks have passed
     from landcover.training.worker import run_worker, worker_entry

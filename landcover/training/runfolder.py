@@ -23,12 +23,14 @@ class RunFolder:
 
     Args:
         out: The run folder: a path or a blob URL.
+        check: Create the local (or staging) folder and check that it can be written; without
+            it nothing is created (to look for a checkpoint before any file is written).
 
     Raises:
         OutputError: If the (local or staging) folder cannot be created or written.
     """
 
-    def __init__(self, out: str) -> None:
+    def __init__(self, out: str, check: bool = True) -> None:
         self.url = out.rstrip("/")
         self.remote = storage.is_remote(out)
         if self.remote:
@@ -36,7 +38,8 @@ class RunFolder:
             self.local = cache_root() / "runs" / key
         else:
             self.local = Path(out)
-        check_output_folder(self.local)  # one line if read-only, not writable or full
+        if check:
+            check_output_folder(self.local)  # one line if read-only, not writable or full
 
     def path(self, *parts: str) -> Path:
         """A local file of the run (in the staging folder for a remote run)."""
@@ -74,10 +77,18 @@ class RunFolder:
         """Writes ``checkpoints/{name}`` atomically at its final place."""
         storage.write_bytes(self.url_of("checkpoints", name), data)
 
-    def checkpoint_names(self) -> list[str]:
-        """Names of the checkpoint files present (temporaries of local runs cleaned first)."""
+    def checkpoint_names(self, clean: bool = True) -> list[str]:
+        """Names of the checkpoint files present.
+
+        Args:
+            clean: Remove the stale temporaries of a local run first (only the worker holding
+                the folder's lock may: another job's may be live).
+
+        Returns:
+            The ``.pt`` names, sorted.
+        """
         folder = self.url_of("checkpoints")
-        if not self.remote:
+        if clean and not self.remote:
             remove_stale_temporaries(folder)
         if not storage.exists(folder):
             return []

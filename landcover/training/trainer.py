@@ -48,6 +48,7 @@ from landcover.training.profiling import epoch_profiler
 from landcover.training.records import EpochRecord, ValidationMetrics
 from landcover.training.replicas import any_not_finite, verify_replicas
 from landcover.training.resolved import Resolved
+from landcover.training.resumecheck import check_fits
 from landcover.training.runfolder import RunFolder
 from landcover.training.runlog import restore_record
 from landcover.training.schedule import lr_at
@@ -63,9 +64,9 @@ class Trainer:
     """Trains one worker's part of a data-parallel run.
 
     Building a trainer makes the worker ready to train: it loads the worker's share of the
-    data and resolves the config's ``auto`` values (collective calls, on every worker), saves
-    the effective configuration (rank 0), builds and wraps the model and restores the run's
-    checkpoint, if any. :meth:`run` then trains the remaining epochs.
+    data and resolves the config's ``auto`` values (collective calls, on every worker), builds
+    and wraps the model, restores the run's checkpoint, if any, and then saves the effective
+    configuration (rank 0). :meth:`run` then trains the remaining epochs.
 
     Args:
         config: The configuration as loaded (it is not changed: the values resolved here are
@@ -101,12 +102,13 @@ class Trainer:
         self.resolved = Resolved(workers=env.world_size, stats=self.data.stats)
         self.config = self.resolved.apply(config)
         self.mapping = self.config.data.classes
-        if env.is_main:  # the numbers of auto values, for predict and evaluate
-            save_config(self.config, self.folder.path("config.yaml"))
-            self.folder.publish("config.yaml")
         self.replica, self.optimizer, self.criterion = self._build_model()
         self.model = self.replica.model
         self.start_epoch, self.best_miou, resumed = self._resume(self.data)
+        if env.is_main:  # the numbers of auto values, for predict and evaluate; once the
+            # model and the resume passed their checks (a refused run keeps its config.yaml)
+            save_config(self.config, self.folder.path("config.yaml"))
+            self.folder.publish("config.yaml")
         self.engine.broadcast_initial(self.model, self.optimizer, resumed=self.start_epoch > 0)
         self.ema = start_ema(self.model, self.config.optim.ema_decay, resumed)
         del resumed
@@ -146,12 +148,7 @@ class Trainer:
         cached = data.resume
         state = cached[1] if cached is not None and cached[0] == path else load_checkpoint(path)
         data.resume = None
-        was = (state.config.get("optim") or {}).get("optimizer")
-        if was is not None and was != self.config.optim.optimizer:  # its state would not fit
-            raise CheckpointError(
-                f"{path}: trained with optim.optimizer {was}, resumed with "
-                f"{self.config.optim.optimizer}; keep {was} or train into a new --out"
-            )
+        check_fits(path, state.config, self.config)  # the launcher checked it, if it was ours
         try:
             self.model.load_state_dict(state.train_model or state.model)  # raw, not averaged
             self.optimizer.load_state_dict(state.optimizer)
