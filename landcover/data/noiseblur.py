@@ -10,8 +10,7 @@ from __future__ import annotations
 
 import torch
 
-BLUR_KERNEL = 5
-"""Side of the blur kernel (sigma up to about 1.2 px fits in it)."""
+from landcover.data.photoranges import BLUR_KERNEL
 
 NOISE_LEVELS = 65536
 """Noise codes are 16 bits, each standing for one quantile of the standard normal."""

@@ -23,7 +23,8 @@ patch through the pass instead (:meth:`PhotometricDraw.unpack`). The noise is a 
 drawn as 16-bit codes mapped through a table of normal quantiles
 (:func:`~landcover.data.noiseblur.normal_table`), four codes per 64 random bits: about half the
 cost of ``torch.randn`` on the CPU. The blur is separable (two 5-tap passes). On the CPU the batch
-goes one patch at a time, its scratch in cache and reused; elsewhere in one chunk.
+goes one patch at a time, its scratch in cache and reused; elsewhere in one chunk, in few
+operations (:mod:`.photopass`).
 
 Why our own and not albumentations: the pass works on the batch where training has it (on
 the GPU in a CUDA run, taking no CPU time from the sampler), its draws come from a generator
@@ -43,14 +44,8 @@ from dataclasses import dataclass
 
 import torch
 
-from landcover.data.noiseblur import (
-    BLUR_KERNEL,
-    blur_hwc_,
-    device_generator,
-    gaussian_kernels_1d,
-    noise_codes,
-    normal_table,
-)
+from landcover.data.noiseblur import BLUR_KERNEL, device_generator, noise_codes
+from landcover.data.photopass import Fill, lookup_base, lookup_rows, run_pass
 from landcover.data.photoranges import PhotometricRanges
 
 CPU_CHUNK = 1
@@ -73,8 +68,10 @@ class PhotometricDraw:
         blur_sigma: ``(B,)`` blur sigma in pixels; 0 where a patch is not blurred.
         blurred: ``(B,)`` bool on the host: ``blur_sigma > 0``.
         shape: The batch's ``(B, C, H, W)``.
-        packed: ``gain, offset, gamma, noise_sd, blur_sigma`` flattened in that order, one
-            tensor (the others are views of it): what :meth:`unpack` takes.
+        kernels: ``(B, BLUR_KERNEL)`` the blur's 1-D kernels, made on the host with the draw
+            (a unit impulse where a patch is not blurred).
+        packed: ``gain, offset, gamma, noise_sd, blur_sigma, kernels`` flattened in that
+            order, one tensor (the others are views of it): what :meth:`unpack` takes.
         every: Every patch goes through the one pass, with identity values where it is not
             chosen and a noise drawn from the device's default generator: nothing on the
             host branches on the draw, so the pass can be captured in a CUDA graph
@@ -94,6 +91,7 @@ class PhotometricDraw:
     blurred: torch.Tensor
     shape: tuple[int, int, int, int]
     packed: torch.Tensor
+    kernels: torch.Tensor
     every: bool = False
 
     @classmethod
@@ -129,7 +127,7 @@ class PhotometricDraw:
         packed = values.packed
         host = torch.from_numpy(packed)  # one copy (a GPU's: from pinned memory, PinnedStaging)
         there = to_device(host) if to_device else host.to(device, non_blocking=True)
-        split = there.split([b * c, b * c, b, b, b])
+        split = there.split([b * c, b * c, b, b, b, b * BLUR_KERNEL])
         return cls(
             gain=split[0].view(b, c, 1, 1),
             offset=split[1].view(b, c, 1, 1),
@@ -141,6 +139,7 @@ class PhotometricDraw:
             blurred=torch.from_numpy(values.blurred),
             shape=(b, c, h, w),
             packed=there,
+            kernels=split[5].view(b, BLUR_KERNEL),
         )
 
     @classmethod
@@ -159,7 +158,7 @@ class PhotometricDraw:
             The draw.
         """
         b, c = shape[:2]
-        values = packed.split([b * c, b * c, b, b, b])
+        values = packed.split([b * c, b * c, b, b, b, b * BLUR_KERNEL])
         every = torch.ones(b, dtype=torch.bool)
         return cls(
             gain=values[0].view(b, c, 1, 1),
@@ -172,6 +171,7 @@ class PhotometricDraw:
             blurred=every,
             shape=shape,
             packed=packed,
+            kernels=values[5].view(b, BLUR_KERNEL),
             every=True,
         )
 
@@ -247,19 +247,15 @@ class PhotometricDraw:
         source = images if channels_last else images.permute(0, 2, 3, 1)
         device = images.device
         # the table: every value a uint8 can take, through the very arithmetic of apply
-        values = torch.arange(256, device=device, dtype=torch.float32) * (1.0 / 255.0)
-        values = values.clamp(min=0.0, max=1.0).view(1, 1, 256)
-        table = (values.pow(self.gamma.view(b, 1, 1)) * self.gain.view(b, c, 1)).add_(
-            self.offset.view(b, c, 1)
-        )
-        table = table.view(-1)
-        band = (torch.arange(c, device=device, dtype=torch.int32) * 256).repeat(w)
-        patch = torch.arange(b, device=device, dtype=torch.int32) * (c * 256)
+        base = lookup_base(device)
+        table = torch.addcmul(
+            self.offset.view(b, c, 1), base.pow(self.gamma.view(b, 1, 1)), self.gain.view(b, c, 1)
+        ).view(-1)
+        patch_rows = lookup_rows(device, b, c, w)  # (patch, band) row starts
 
         def fill(start: int, stop: int, chunk: torch.Tensor, index: torch.Tensor) -> None:
             n = stop - start
-            # a (patch, band) row index, the batch's own patch offsets folded into the table
-            rows = (patch[:n, None] + band[None]).view(n, 1, w * c)
+            rows = patch_rows[:n]  # the batch's own patch offsets folded into the table
             index = index[:n].view(n, h, w * c)
             index.view(n, h, w, c).copy_(source[start:stop])
             index.add_(rows)
@@ -270,12 +266,12 @@ class PhotometricDraw:
 
     def _run(
         self,
-        fill: Callable[[int, int, torch.Tensor, torch.Tensor], None],
+        fill: Fill,
         device: torch.device,
         scale: torch.Tensor | None,
         shift: torch.Tensor | None,
     ) -> torch.Tensor:
-        """The pass shared by :meth:`apply` and :meth:`apply_uint8`, chunk by chunk.
+        """The pass shared by :meth:`apply` and :meth:`apply_uint8` (:func:`.photopass.run_pass`).
 
         Args:
             fill: Writes ``x ** gamma * gain + offset`` of patches ``start:stop`` into a
@@ -287,59 +283,7 @@ class PhotometricDraw:
         Returns:
             ``(B, C, H, W)`` float32, memory channels-last.
         """
-        b, c, h, w = self.shape
-        out = torch.empty((b, h, w, c), dtype=torch.float32, device=device)
-        step = CPU_CHUNK if device.type == "cpu" else b
-        index = torch.empty((min(step, b), h, w, c), dtype=torch.int32, device=device)
-        noise = torch.empty((min(step, b), h, w, c), dtype=torch.float32, device=device)
-        bits = torch.empty(-(-h * w * c // 4), dtype=torch.int64, device=device)
-        scratch: torch.Tensor | None = None  # the blur's, made when a patch is blurred
-        chosen, blurred = self.chosen.tolist(), self.blurred.tolist()  # on the host
-        kernels = gaussian_kernels_1d(self.blur_sigma.clamp(min=1e-3))
-        table = normal_table(device)
-        gen = None if self.every else device_generator(device, self.noise_seed)
-        rows = None
-        if scale is not None or shift is not None:
-            ones = torch.ones((1, c), device=device)
-            scale_rows = (ones if scale is None else scale).float().repeat(1, w)
-            shift_rows = (0 * ones if shift is None else shift).float().repeat(1, w)
-            rows = (scale_rows[:, None], shift_rows[:, None])  # (B or 1, 1, W * C)
-        for start in range(0, b, step):
-            stop = min(start + step, b)
-            chunk = out[start:stop]
-            fill(start, stop, chunk, index)
-            noisy = [i for i in range(start, stop) if chosen[i]]
-            if noisy:
-                k, n = len(noisy), h * w * c
-                codes, values = index[:k], noise[:k]
-                if n % 4 == 0:  # one draw: the codes of one draw a patch, in a few kernels
-                    noise_codes(gen, k * n, codes, bits if k == 1 else None)
-                else:
-                    for patch in codes:  # one draw per patch: the same codes whatever the chunks
-                        noise_codes(gen, n, patch, bits)
-                torch.index_select(table, 0, codes.view(-1), out=values.view(-1))
-                if k == stop - start:
-                    chunk.addcmul_(values, self.noise_sd[start:stop].view(k, 1, 1, 1))
-                else:
-                    idx = torch.tensor(noisy).to(device, non_blocking=True)
-                    out.index_add_(0, idx, values.mul_(self.noise_sd[idx].view(k, 1, 1, 1)))
-            smooth = [i for i in range(start, stop) if blurred[i]]
-            if smooth and scratch is None:  # reused: fresh memory costs its page faults
-                r = BLUR_KERNEL // 2
-                scratch = out.new_empty(len(index) * (h + 2 * r) * (2 * w + 2 * r) * c)
-            if len(smooth) == stop - start:
-                blur_hwc_(chunk, kernels[start:stop], scratch)
-            elif smooth:
-                idx = torch.tensor(smooth).to(device, non_blocking=True)
-                patches = out.index_select(0, idx)
-                blur_hwc_(patches, kernels[idx], scratch)
-                out.index_copy_(0, idx, patches)
-            chunk.clamp_(min=0.0, max=1.0)
-            if rows is not None:
-                s, t = (v if len(v) == 1 else v[start:stop] for v in rows)
-                flat = chunk.view(stop - start, h, w * c)
-                flat.mul_(s).sub_(t)
-        return out.permute(0, 3, 1, 2)
+        return run_pass(self, fill, device, scale, shift, CPU_CHUNK)
 
 
 def photometric(

@@ -14,15 +14,38 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+BLUR_KERNEL = 5
+"""Side of the blur kernel (sigma up to about 1.2 px fits in it)."""
+
+MIN_BLUR_SIGMA = 1e-3
+"""The least sigma a kernel is made for: an unblurred patch's kernel is a unit impulse."""
+
+
+def gaussian_kernels_np(sigma: np.ndarray, size: int = BLUR_KERNEL) -> np.ndarray:
+    """Normalised 1-D Gaussian kernels on the host, as ``gaussian_kernels_1d`` makes them.
+
+    Args:
+        sigma: ``(N,)`` standard deviations in pixels (at least :data:`MIN_BLUR_SIGMA` taken).
+        size: Kernel length (odd).
+
+    Returns:
+        ``(N, size)`` float32 kernels summing to 1.
+    """
+    r = np.arange(size, dtype=np.float32) - np.float32(size // 2)
+    sd = np.maximum(sigma.astype(np.float32), np.float32(MIN_BLUR_SIGMA))
+    one_d = np.exp(-(r[None, :] ** 2) / (np.float32(2) * sd[:, None] ** 2))
+    return (one_d / one_d.sum(axis=1, keepdims=True)).astype(np.float32)
+
 
 @dataclass(frozen=True)
 class SampledValues:
     """One batch's perturbation values, drawn on the host.
 
     Attributes:
-        packed: ``gain (B*C), offset (B*C), gamma (B), noise_sd (B), blur_sigma (B)`` as one
-            float32 array, identity values (gain 1, offset 0, gamma 1, no noise, no blur) for
-            the patches not chosen.
+        packed: ``gain (B*C), offset (B*C), gamma (B), noise_sd (B), blur_sigma (B),
+            blur kernels (B*BLUR_KERNEL)`` as one float32 array, identity values (gain 1,
+            offset 0, gamma 1, no noise, no blur: a unit-impulse kernel) for the patches not
+            chosen.
         chosen: ``(B,)`` bool: the patches perturbed.
         blurred: ``(B,)`` bool: the patches blurred (``blur_sigma > 0``).
         seed: Seeds the generator of the chosen patches' noise codes.
@@ -117,6 +140,7 @@ class PhotometricRanges:
                 1 + chosen * (gamma - 1),
                 noise_sd,
                 sigma,
+                gaussian_kernels_np(sigma).ravel(),  # made here: no kernels to make on a GPU
             ]
         ).astype(np.float32)
         return SampledValues(packed, chosen > 0, sigma > 0, seed)

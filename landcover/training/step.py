@@ -113,16 +113,20 @@ def accumulation_step(
         The detached mean loss over the micro-batches.
     """
     optimizer.zero_grad()  # None gradients (Horovod's zero_grad takes no arguments)
-    total = torch.zeros((), device=micro_batches[0][0].device)
     k = len(micro_batches)
+    total: torch.Tensor | None = None
     for i, (inputs, target) in enumerate(micro_batches):
         skip_sync = no_sync is not None and (i < k - 1 or not sync)
         with no_sync() if no_sync is not None and skip_sync else contextlib.nullcontext():
             with autocast(inputs.device, autocast_dtype):
                 logits = model(inputs)
-            loss = criterion(logits, target) / k
+            loss = criterion(logits, target)
+            if k > 1:  # one micro-batch: its loss as it is (no kernel to divide or add)
+                loss = loss / k
             (scaler.scale(loss) if scaler is not None else loss).backward()
-        total += loss.detach()
+        total = loss.detach() if total is None else total + loss.detach()
+    if total is None:
+        raise ValueError("accumulation_step needs at least one micro-batch")
     _update(model, optimizer, grad_clip, scaler)
     return total
 
