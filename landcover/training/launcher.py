@@ -6,8 +6,11 @@ training worker in-process (``--workers 1``, no DDP), under landcover's elastic 
 launcher (``torchrun``, ``mpirun``, ``horovodrun``, Azure ML) already started this process as
 one worker.
 
-A resume's checkpoint is checked against the settings here, before any worker starts and
-any file of the run folder is written (:mod:`~landcover.training.resumecheck`).
+Nothing is written to the run folder before the checks that can be made here have passed (the
+data's headers, a resume's checkpoint against the settings: :mod:`~landcover.training.resumecheck`);
+what this command added to the run folder (the folder itself, if it made it) is removed again
+if the run stops before the workers' own checks pass (the data's pixels, the device, the model):
+:mod:`~landcover.training.runstart`.
 """
 
 from __future__ import annotations
@@ -20,8 +23,9 @@ from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.data.sample import data_root
 from landcover.diskerrors import uncaught_output_error
-from landcover.errors import LandcoverError
+from landcover.errors import LandcoverError, SignalledError
 from landcover.logs import setup_logging
+from landcover.parallel.engine import Engine
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
@@ -29,6 +33,7 @@ from landcover.training.mlflow_log import mlflow_enabled
 from landcover.training.mlflow_store import check_tracking_store
 from landcover.training.resumecheck import check_resume
 from landcover.training.runfolder import RunFolder
+from landcover.training.runstart import RunStart
 
 log = logging.getLogger("landcover")
 
@@ -98,7 +103,26 @@ def train_main(config: Config) -> None:
         check_tracking_store()  # installed and reachable, in seconds, before anything is written
     preflight(config)
     check_resume(config)  # a checkpoint trained with other settings: one line, nothing written
-    RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
+    start = RunStart.capture(config.run.out)
+    try:
+        RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
+        _train(config, engine)
+    except SignalledError:  # an interrupted run keeps its logs
+        raise
+    except Exception:
+        if config.run.nnodes == 1:  # refused by the workers' checks: no folder, no log left
+            setup_logging(DistEnv(), None)  # closes this process's log file
+            start.undo()
+        raise
+
+
+def _train(config: Config, engine: Engine) -> None:
+    """Trains in this process (one worker) or in worker processes, once the checks passed.
+
+    Args:
+        config: The resolved configuration.
+        engine: The data-parallel engine.
+    """
     # the model's libraries (smp, timm, torchvision: 2 s) load once the checks have passed
     from landcover.training.worker import run_worker, worker_entry
 
