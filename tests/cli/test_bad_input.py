@@ -233,7 +233,7 @@ def test_resuming_with_another_class_mapping(data: Path, tiny_config: Path, tmp_
         "train", "--config", str(tiny_config), "--data", str(data),
         "--out", str(tmp_path / "run"), "--epochs", "2", "--workers", "1", "--classes", "cvpr4",
     )  # fmt: skip
-    assert_one_line_error(result, "resume with the settings it started with")
+    assert_one_line_error(result, "trained with data.classes chesapeake7", "resumed with cvpr4")
 
 
 def test_list_file_and_manifests_that_are_not_text_or_miss_a_column(

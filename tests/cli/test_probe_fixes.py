@@ -264,7 +264,9 @@ def test_all_nodata_evaluate_warns_naming_the_file(
         "--device",
         "cpu",
     )
-    assert result.returncode == 0, result.stderr
+    # nothing to score is an error (issue 42, item 8), after a warning naming each tile
+    assert result.returncode != 0 and "error: " in result.stderr, result.stderr
+    assert "no pixel to score" in result.stderr
     for i in range(2):
         image = empty_pairs / f"e{i}_naip.tif"
         assert warnings_naming(result.stderr, image, "every image pixel is no-data"), result.stderr

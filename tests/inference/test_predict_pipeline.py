@@ -200,8 +200,10 @@ def test_mapper_publishes_every_tile_before_close(checkpoint: Path, tmp_path: Pa
         with rasterio.open(summary.class_map) as c, rasterio.open(tile) as s:
             assert (c.width, c.height, c.transform) == (s.width, s.height, s.transform)
     assert sorted(p.name for p in out.iterdir()) == sorted(
-        f"t{i}_naip_{kind}.tif" for i in range(3) for kind in ("class", "prob")
-    )
+        f"t{i}_naip_{kind}"
+        for i in range(3)
+        for kind in ("class.tif", "prob.tif", "class.tif.aux.xml")
+    )  # the class map's category names and alpha beside it (GDAL's PAM file)
     assert _landcover_threads() == []
 
 
