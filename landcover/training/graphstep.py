@@ -107,6 +107,7 @@ def graph_obstacle(
     world_size: int,
     grad_scaling: bool,
     hooked_optimizer: bool,
+    compiled: bool = False,
 ) -> str | None:
     """Why a run's step cannot be captured as one CUDA graph, or ``None`` when it can.
 
@@ -117,6 +118,7 @@ def graph_obstacle(
         grad_scaling: Whether fp16's gradient scaler is on (its skipped steps branch).
         hooked_optimizer: Whether the optimizer all-reduces in hooks of its own (Horovod's
             ``DistributedOptimizer``).
+        compiled: Whether the model runs under ``torch.compile`` (``run.compile``).
 
     Returns:
         The reason in a few words, or ``None``.
@@ -131,4 +133,6 @@ def graph_obstacle(
         return "fp16 gradient scaling"
     if hooked_optimizer:
         return "the engine's distributed optimizer"
+    if compiled:
+        return "run.compile is on"
     return None

@@ -32,21 +32,13 @@ def build_optimizer(params: Any, config: Config) -> torch.optim.Optimizer:
     Returns:
         The optimizer (its learning rate is set every step by the schedule).
     """
+    # fused kernels on the devices training runs on (the fused step updates every parameter
+    # in one or a few kernels, the foreach step launches a dozen per group of tensors: on a
+    # GPU, where a small batch's step is bound by launches, that is the optimizer's share of
+    # them, benchmarks/step_bench.py); elsewhere (meta) torch's default step
     params = list(params)
     tensors = [t for p in params for t in (p["params"] if isinstance(p, dict) else [p])]
-    # fused kernels on the devices training runs on; elsewhere (meta) torch's default step
     fused = all(t.device.type in FUSED_DEVICES for t in tensors) or None
-    return _optimizer(params, config, fused)
-
-
-def _optimizer(params: list[Any], config: Config, fused: bool | None) -> torch.optim.Optimizer:
-    """The optimizer, fused or not.
-
-    The fused step updates every parameter in one or a few kernels (the multi-tensor
-    ``foreach`` step launches a dozen per group of tensors, the single-tensor step a dozen per
-    parameter): on a GPU, where a small batch's step is bound by kernel launches, that is the
-    optimizer's share of them (``benchmarks/step_bench.py``).
-    """
     o = config.optim
     if o.optimizer == "sgd":
         return torch.optim.SGD(

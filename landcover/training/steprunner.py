@@ -157,7 +157,8 @@ def build_step_runner(parts: StepParts, config: Config, world_size: int) -> Step
         world_size,
         parts.scaler is not None,
         hasattr(parts.optimizer, "synchronize"),
-    ) or ("run.compile is on" if config.run.compile else None)
+        config.run.compile,
+    )
     if obstacle is not None:
         log.info("run.cuda_graph %s: the step runs eagerly: %s", str(wanted).lower(), obstacle)
         return StepRunner(parts)

@@ -15,29 +15,19 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-from pathlib import Path
 
-import numpy as np
 import pytest
 import torch
+from stepparts import CLASSES, random_tiles, step_config, step_parts
 
 from landcover.config import Config
-from landcover.config.loading import load_config
 from landcover.data.photometric import PhotometricDraw
 from landcover.data.photoranges import PhotometricRanges
 from landcover.data.raster import TileArrays
 from landcover.data.sampler import PatchSampler, epoch_rng
-from landcover.models.factory import build_model
-from landcover.parallel.engine import Replica
-from landcover.training.ema import ModelEMA
-from landcover.training.inputs import TrainingInput
-from landcover.training.losses import SegmentationLoss
 from landcover.training.staging import PinnedStaging
-from landcover.training.step import build_optimizer
 from landcover.training.steprunner import StepParts, StepRunner, build_step_runner
 
-REPO = Path(__file__).resolve().parents[2]
-CLASSES = 6
 PATCH = 64
 BATCH = 4
 STEPS = 8
@@ -45,52 +35,18 @@ STEPS = 8
 
 def _config() -> Config:
     """configs/cpu.yaml's model and input path (photometric, per-tile, D4 on the device)."""
-    config = load_config(REPO / "configs" / "cpu.yaml", {"run.cuda_graph": True})
-    data = config.data.model_copy(
-        update={
-            "mean": [0.4, 0.4, 0.35, 0.5],
-            "std": [0.15, 0.14, 0.1, 0.18],
-            "patch_size": PATCH,
-            "augment_on": "device",
-        }
-    )
-    loss = config.optim.loss.model_copy(update={"class_weights": [1.0, 0.5, 0.4, 2.0, 2.0, 1.0]})
-    optim = config.optim.model_copy(update={"loss": loss, "grad_clip": 1.0, "batch_size": BATCH})
-    return config.model_copy(update={"data": data, "optim": optim})
+    return step_config(PATCH, BATCH, "device", **{"run.cuda_graph": True})
 
 
 def _tiles() -> list[TileArrays]:
-    rng = np.random.default_rng(3)
-    return [
-        TileArrays(
-            f"t{i}",
-            rng.integers(0, 256, (128, 128, 4)).astype(np.uint8),
-            rng.integers(0, CLASSES, (128, 128)).astype(np.uint8),
-            None,
-        )
-        for i in range(2)
-    ]
+    return random_tiles(128)
 
 
 def _parts(config: Config, device: torch.device) -> StepParts:
     """The step's parts; the photometric noise off (the graph draws it on the device)."""
-    tiles = _tiles()
-    torch.manual_seed(0)
-    model = build_model(config.model, 4, CLASSES).to(device)
-    prepare = TrainingInput(config.data, tiles, device, seed=5)
-    prepare.ranges = dataclasses.replace(prepare.ranges, noise=0.0, blur_p=0.5)
-    return StepParts(
-        replica=Replica(model, model),
-        model=model,
-        criterion=SegmentationLoss(config.optim.loss, CLASSES).to(device),
-        optimizer=build_optimizer(model.parameters(), config),
-        prepare=prepare,
-        ema=ModelEMA(model, 0.9),
-        autocast_dtype=None,
-        grad_clip=config.optim.grad_clip,
-        scaler=None,
-        channels_last=False,
-    )
+    parts = step_parts(config, _tiles(), device, ema_decay=0.9)
+    parts.prepare.ranges = dataclasses.replace(parts.prepare.ranges, noise=0.0, blur_p=0.5)
+    return parts
 
 
 def _batches(config: Config, pin: bool) -> list[tuple[torch.Tensor, ...]]:
