@@ -3,9 +3,9 @@
 Both turn 64 patches of 256 px x 4 bands (uint8 NAIP, ``(B, H, W, C)`` as the sampler gives
 them) into the perturbed float batch on the 0..1 scale, with per-band brightness/contrast,
 gamma, Gaussian noise and a Gaussian blur on a quarter of the patches, every patch perturbed.
-landcover: :func:`landcover.data.photometric.photometric_uint8`, the path training uses (the
+landcover: :func:`landcover.feed.photometric.photometric_uint8`, the path training uses (the
 uint8 batch through per-(patch, band) lookup tables, noise and blur on top; on the CPU here,
-on the GPU in CUDA training), and, for reference, :func:`~landcover.data.photometric.photometric`
+on the GPU in CUDA training), and, for reference, :func:`~landcover.feed.photometric.photometric`
 on the float batch (per-pixel arithmetic); albumentations 2.x: ``A.Compose`` called on each
 patch (HWC uint8, as a DataLoader worker would), then the batch stacked and made float (one
 float allocation, as ours). Best of ``repeats`` timings, on 1 thread (torch's and OpenCV's; a
@@ -26,7 +26,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, write_results
 
-from landcover.data.photometric import PhotometricRanges, photometric, photometric_uint8
+from landcover.feed.photometric import PhotometricRanges, photometric, photometric_uint8
 
 
 def _patches(n: int, size: int) -> np.ndarray:

@@ -4,8 +4,8 @@ On a GPU node the model is fast enough that the host may not keep up: every trai
 drawn from the tiles in memory, flipped or rotated (D4), assembled into a batch and pinned by
 the host's cores. This part measures those host costs alone, the way ``landcover train`` runs
 them (:meth:`~landcover.training.trainer.Trainer._train_epoch`): the sampler's
-:meth:`~landcover.data.sampler.PatchSampler.batch_with_tiles` (draw with class balance, D4,
-batch assembly) in the :class:`~landcover.data.prefetch.Prefetcher`'s thread, pinned when CUDA
+:meth:`~landcover.feed.sampler.PatchSampler.batch_with_tiles` (draw with class balance, D4,
+batch assembly) in the :class:`~landcover.feed.prefetch.Prefetcher`'s thread, pinned when CUDA
 is there, consumed by a stand-in model that costs nothing (the uint8 batch copied to the
 device, if there is one, and dropped). The data settings are ``configs/default.yaml``'s, the GPU
 config: patch 256, batch 16, class balance 0.5, D4, ``per_tile`` normalisation, photometric
@@ -13,11 +13,11 @@ config: patch 256, batch 16, class balance 0.5, D4, ``per_tile`` normalisation, 
 held in memory, as a worker holds its share.
 
 What training does on the device, after the uint8 batch crossed PCIe
-(:class:`~landcover.training.inputs.TrainingInput`: the photometric lookup tables and the
+(:class:`~landcover.feed.inputs.TrainingInput`: the photometric lookup tables and the
 per-tile standardisation), is measured apart, on the CPU here (a GPU does it in microseconds).
 The alternative, the host path, runs the same ``TrainingInput`` on the host in the feed's
 thread and hands over float32 batches: four times the image bytes over PCIe, and the
-augmentation's CPU time on top of the sampler's. ``tests/training/test_feed.py`` checks that both paths
+augmentation's CPU time on top of the sampler's. ``tests/feed/test_feed.py`` checks that both paths
 give the same batches.
 
 Everything runs in this one process pinned to one core (``os.sched_setaffinity``, one torch
@@ -39,7 +39,7 @@ the label's uint8 flips and transposes cost as much as the image's 4-byte pixels
 on the device would make a host core about 1.6x faster. It stays on the host: one core already
 feeds about 1.7 modelled H100s with it (headroom about 20 at 12 cores per GPU, against the
 goal's 2), and in a CPU run the device is the same cores. ``data.augment_on: device`` does it
-on the device instead (:func:`~landcover.data.augment.transform_batch`, one gather per
+on the device instead (:func:`~landcover.feed.augment.transform_batch`, one gather per
 tensor): its row measures that gather on the CPU (about 5x the host's flips there: an int64
 index per pixel) and, with CUDA, on the GPU. On one H100 ``landcover train`` ran 1.34x faster
 with D4 and photometric both off, which the CPU seconds above do not show (the feeder thread's
@@ -65,13 +65,13 @@ from common import REPO, RESULTS, Goal, write_results
 
 from landcover.cluster.gpus import sample_seconds
 from landcover.config import DataConfig, load_config
-from landcover.data.augment import D4, d4_source_index, transform_batch, write_transformed
 from landcover.data.normalize import BandSums
-from landcover.data.prefetch import Prefetcher
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler, epoch_rng
 from landcover.data.synthetic import IMAGE_NODATA, synthesize_scene
-from landcover.training.inputs import TrainingInput
+from landcover.feed.augment import D4, d4_source_index, transform_batch, write_transformed
+from landcover.feed.inputs import TrainingInput
+from landcover.feed.prefetch import Prefetcher
+from landcover.feed.sampler import PatchSampler, epoch_rng
 
 CONFIG = REPO / "configs" / "default.yaml"
 GPU_MODEL = "NVIDIA H100 SXM"
@@ -180,7 +180,7 @@ def d4_split(sampler: PatchSampler, rng: np.random.Generator, seconds: float) ->
     Each window is drawn by the sampler (as in a batch: the label window is read by the
     no-data check just before), then written with a drawn D4 element or, every other window,
     as a plain copy (what the sampler does with ``augment`` off): the same conditions as in
-    :meth:`~landcover.data.sampler.PatchSampler.batch_with_tiles`, a fresh window each time.
+    :meth:`~landcover.feed.sampler.PatchSampler.batch_with_tiles`, a fresh window each time.
 
     Args:
         sampler: The sampler (its windows and tiles).

@@ -3,11 +3,11 @@
 On a GPU a training step's host side is mostly Python and kernel launches (the GPU runs the
 kernels), and the feed draws ``configs/default.yaml``'s batches with
 ``PatchSampler.batch_with_tiles`` beside it: in a thread of the same process
-(``data.loader_workers: 0``, the :class:`~landcover.data.prefetch.Prefetcher`) or in a forked
+(``data.loader_workers: 0``, the :class:`~landcover.feed.prefetch.Prefetcher`) or in a forked
 worker process (``data.loader_workers: 1``), both through the trainer's
-:func:`~landcover.data.loader.epoch_loader`, and, for comparison, in a process of a plain
+:func:`~landcover.feed.loader.epoch_loader`, and, for comparison, in a process of a plain
 :class:`~torch.utils.data.DataLoader` that sends each batch's tensors (new shared memory each
-batch, where the trainer's processes write into :mod:`landcover.data.sharedslots`). This part stands in for the step's host side with
+batch, where the trainer's processes write into :mod:`landcover.feed.sharedslots`). This part stands in for the step's host side with
 a loop of tiny torch operations (each one a dispatch, as a launch is) and times it per step
 alone, then with each feed drawing one batch per step beside it, on two cores; the feed alone
 is timed too. If the two overlapped, the step beside the feed would take about
@@ -34,8 +34,8 @@ from common import RESULTS, Goal, write_results
 from feed_bench import CONFIG, make_tiles
 
 from landcover.config.loading import load_config
-from landcover.data.loader import EpochBatches, epoch_loader
-from landcover.data.sampler import PatchSampler, epoch_rng
+from landcover.feed.loader import EpochBatches, epoch_loader
+from landcover.feed.sampler import PatchSampler, epoch_rng
 
 OPS = (1500, 6000)
 """Tiny operations per stand-in host step (3.5 and 14 ms on one machine's cores, 10 and 40 ms

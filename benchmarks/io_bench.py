@@ -184,9 +184,9 @@ def run(quick: bool, out: Path) -> list[Goal]:
     Returns:
         The io goal (ours / torchgeo patches/s, target >= 20).
     """
-    from landcover.data.memory import load_tiles
     from landcover.data.pairs import discover_pairs
-    from landcover.data.sampler import PatchSampler, epoch_rng
+    from landcover.feed.memory import load_tiles
+    from landcover.feed.sampler import PatchSampler, epoch_rng
 
     quiet_torchgeo()
     threads = 1

@@ -32,9 +32,9 @@ def _load_share(args: tuple[str, int, int, int, dict[str, str]]) -> dict:
     import torch
 
     from landcover.classes import resolve_mapping
-    from landcover.data.memory import load_tiles
     from landcover.data.pairs import discover_pairs
     from landcover.data.sharding import shard
+    from landcover.feed.memory import load_tiles
 
     torch.set_num_threads(1)
     pairs = shard(discover_pairs(root, "_naip.tif", "_lc.tif"), rank, world)

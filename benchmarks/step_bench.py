@@ -36,7 +36,7 @@ from typing import Any
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-import landcover.data.photometric as photometric_module
+import landcover.feed.photometric as photometric_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, Goal, write_results

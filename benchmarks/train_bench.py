@@ -150,10 +150,10 @@ class OursLoop:
     """
 
     def __init__(self, config: Config, folder: Path) -> None:
-        from landcover.data.memory import load_tiles
         from landcover.data.normalize import BandNormalizer
         from landcover.data.pairs import discover_pairs
-        from landcover.data.sampler import PatchSampler
+        from landcover.feed.memory import load_tiles
+        from landcover.feed.sampler import PatchSampler
         from landcover.training.losses import SegmentationLoss
         from landcover.training.step import build_optimizer
 
@@ -173,8 +173,8 @@ class OursLoop:
 
     def begin(self) -> None:
         """Starts a new epoch's batch stream (a new ``Prefetcher``, as the trainer does)."""
-        from landcover.data.prefetch import Prefetcher
-        from landcover.data.sampler import epoch_rng
+        from landcover.feed.prefetch import Prefetcher
+        from landcover.feed.sampler import epoch_rng
 
         self.end()
         self.model.train()

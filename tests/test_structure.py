@@ -126,12 +126,17 @@ def test_packages_import_each_other_as_a_tree() -> None:
     assert "training" not in graph["inference"]
     assert "mapping" not in graph["inference"] | graph["training"]
     assert "inference" in graph["mapping"]
+    # the training feed (tiles in memory to the batch on the device) stands below the loop
+    assert "feed" in graph["training"]
+    assert not graph["feed"] & {"training", "inference", "mapping", "parallel"}
+    assert "feed" not in graph["data"]
     assert not graph["parallel"] & {
         "training",
         "inference",
         "mapping",
         "storage",
         "data",
+        "feed",
         "cluster",
     }
 

@@ -66,7 +66,7 @@ class DataConfig(Section):
             keeps each tile's own. Checkpoints record the pixel size trained at.
         photometric: Probability that a training patch is perturbed photometrically (per-band
             gain and offset of tens of DN, gamma, sensor noise, blur; see
-            :mod:`landcover.data.photometric`), against radiometric shift between flights;
+            :mod:`landcover.feed.photometric`), against radiometric shift between flights;
             0 turns it off. Labels never change.
         photometric_strength: Scales the photometric ranges (1: gains 0.67..1.5, offsets up to
             30 DN, gamma 0.7..1.4, noise up to 5 DN).

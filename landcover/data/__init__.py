@@ -1,1 +1,6 @@
-"""Data: tile pairs, in-memory loading, sampling, augmentation and synthetic data."""
+"""Data: tile pairs, reading, alignment, no-data, class indexes, band statistics and sharding.
+
+Also the back-ends of the ``landcover data`` commands (check, prepare, stats) and, for now, the
+synthetic worlds. The training feed, from tiles in memory to the batch on the device, is
+:mod:`landcover.feed`.
+"""

@@ -5,7 +5,7 @@ flipped window, rotated or flipped back onto the window's own pixel grid, is ano
 the same map. Averaging the class probabilities of several such estimates (before the windows
 are blended) usually gains a little accuracy, at one forward pass per transform.
 
-Each transform is a :class:`~landcover.data.augment.D4` element (row flip, column flip, then a
+Each transform is a :class:`~landcover.feed.augment.D4` element (row flip, column flip, then a
 transpose: the same representation the training augmentation draws from). It is applied to a
 ``(B, C, H, W)`` batch of square windows and inverted exactly on the ``(B, K, H, W)``
 prediction: the transpose first, then the same flips (each part is its own inverse).
@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import torch
 
-from landcover.data.augment import D4
 from landcover.errors import ConfigError
+from landcover.feed.augment import D4
 
 TRANSFORMS: dict[str, D4] = {
     "identity": D4(),

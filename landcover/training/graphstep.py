@@ -22,7 +22,7 @@ from collections.abc import Callable
 
 import torch
 
-from landcover.training.staging import PinnedStaging
+from landcover.feed.staging import PinnedStaging
 
 log = logging.getLogger("landcover")
 

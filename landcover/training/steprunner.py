@@ -17,10 +17,10 @@ import torch
 from torch import nn
 
 from landcover.config import AUTO, Config
+from landcover.feed.inputs import TrainingInput
 from landcover.parallel.engine import Replica
 from landcover.training.ema import ModelEMA
 from landcover.training.graphstep import WARMUP_STEPS, GraphedStep, graph_obstacle
-from landcover.training.inputs import TrainingInput
 from landcover.training.step import accumulation_step
 
 log = logging.getLogger("landcover")

@@ -22,9 +22,9 @@ import torch
 
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
-from landcover.data.loader import EpochBatches, describe_feed, epoch_loader, resolve_loader_workers
 from landcover.data.normalize import tile_normalizer
 from landcover.errors import CheckpointError, TrainingError, first_line
+from landcover.feed.loader import EpochBatches, describe_feed, epoch_loader, resolve_loader_workers
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
 from landcover.models import build_model, compile_model, final_stage_warning, load_initial_weights

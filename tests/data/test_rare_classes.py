@@ -19,7 +19,7 @@ from landcover.config import LossConfig, load_config
 from landcover.data import classindex
 from landcover.data.classindex import index_classes
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import RANDOM, PatchSampler, epoch_rng
+from landcover.feed.sampler import RANDOM, PatchSampler, epoch_rng
 from landcover.training.autostats import resolve_auto
 from landcover.training.losses import SegmentationLoss, frequency_weights
 

@@ -24,11 +24,11 @@ from scipy.ndimage import map_coordinates
 
 from landcover.classes import resolve_mapping
 from landcover.data.bandview import image_view
-from landcover.data.memory import load_tiles
 from landcover.data.pairs import discover_pairs
 from landcover.data.raster import nodata_mask
 from landcover.data.resolution import on_grid
 from landcover.data.synthetic import synthesize_scene, write_pair
+from landcover.feed.memory import load_tiles
 
 from conftest import TINY_CONFIG, run_cli, train_args, write_with_alpha_band
 

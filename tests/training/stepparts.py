@@ -16,10 +16,10 @@ import torch
 from landcover.config import Config
 from landcover.config.loading import load_config
 from landcover.data.raster import TileArrays
+from landcover.feed.inputs import TrainingInput
 from landcover.models.factory import build_model
 from landcover.parallel.engine import Replica
 from landcover.training.ema import ModelEMA
-from landcover.training.inputs import TrainingInput
 from landcover.training.losses import SegmentationLoss
 from landcover.training.step import build_optimizer
 from landcover.training.steprunner import StepParts

@@ -15,26 +15,26 @@ from scipy import ndimage, special
 from landcover.checkpoint import load_checkpoint
 from landcover.classes import resolve_mapping
 from landcover.config import Config, DataConfig, config_from_dict
-from landcover.data import photometric as photometric_module
-from landcover.data.noiseblur import (
+from landcover.data.normalize import array_band_stats, dataset_band_stats
+from landcover.data.raster import TileArrays
+from landcover.feed import photometric as photometric_module
+from landcover.feed.inputs import TrainingInput
+from landcover.feed.noiseblur import (
     BLUR_KERNEL,
     NOISE_LEVELS,
     gaussian_kernels,
     gaussian_kernels_1d,
 )
-from landcover.data.normalize import array_band_stats, dataset_band_stats
-from landcover.data.photometric import (
+from landcover.feed.photometric import (
     PhotometricDraw,
     PhotometricRanges,
     photometric,
     photometric_uint8,
 )
-from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler
+from landcover.feed.sampler import PatchSampler
 from landcover.inference.loader import load_inference_model
 from landcover.models import build_model
 from landcover.training.ema import ema_decay_at
-from landcover.training.inputs import TrainingInput
 
 from conftest import run_cli, train_args
 

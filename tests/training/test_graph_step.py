@@ -21,11 +21,11 @@ import torch
 from stepparts import CLASSES, random_tiles, step_config, step_parts
 
 from landcover.config import Config
-from landcover.data.photometric import PhotometricDraw
-from landcover.data.photoranges import PhotometricRanges
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler, epoch_rng
-from landcover.training.staging import PinnedStaging
+from landcover.feed.photometric import PhotometricDraw
+from landcover.feed.photoranges import PhotometricRanges
+from landcover.feed.sampler import PatchSampler, epoch_rng
+from landcover.feed.staging import PinnedStaging
 from landcover.training.steprunner import StepParts, StepRunner, build_step_runner
 
 PATCH = 64

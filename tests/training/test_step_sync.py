@@ -17,7 +17,7 @@ import torch
 from stepparts import CLASSES, random_tiles, step_config, step_parts
 
 from landcover.config import Config
-from landcover.data.sampler import PatchSampler, epoch_rng
+from landcover.feed.sampler import PatchSampler, epoch_rng
 from landcover.training.steprunner import StepRunner
 
 PATCH = 32

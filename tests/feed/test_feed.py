@@ -2,7 +2,7 @@
 
 The host path (augment and normalise on the host, then move a float32 batch: four times the
 image bytes) and the device path (move the uint8 batch, then augment and normalise on the
-device, :class:`~landcover.training.inputs.TrainingInput`) must give the same batches. On the
+device, :class:`~landcover.feed.inputs.TrainingInput`) must give the same batches. On the
 CPU the device is the CPU; on a GPU the same test runs on CUDA. ``benchmarks/feed_bench.py``
 measures both paths.
 """
@@ -15,11 +15,11 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import DataConfig
-from landcover.data.augment import d4_source_index, resolve_augment_on, transform_batch
-from landcover.data.prefetch import Prefetcher
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler, epoch_rng
-from landcover.training.inputs import TrainingInput
+from landcover.feed.augment import d4_source_index, resolve_augment_on, transform_batch
+from landcover.feed.inputs import TrainingInput
+from landcover.feed.prefetch import Prefetcher
+from landcover.feed.sampler import PatchSampler, epoch_rng
 
 CLASSES = 5
 PATCH = 32

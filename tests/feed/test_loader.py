@@ -16,10 +16,10 @@ import pytest
 import torch
 
 from landcover.config import DataConfig
-from landcover.data.loader import EpochBatches, epoch_loader, resolve_loader_workers
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler
-from landcover.data.sharedslots import SharedSlots, SlotsClosedError, shared_memory_shortfall
+from landcover.feed.loader import EpochBatches, epoch_loader, resolve_loader_workers
+from landcover.feed.sampler import PatchSampler
+from landcover.feed.sharedslots import SharedSlots, SlotsClosedError, shared_memory_shortfall
 
 BATCH = 6
 COUNT = 7
@@ -179,7 +179,7 @@ def _vast_batch(size: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]
 
 def test_too_little_shared_memory_draws_in_the_thread(caplog: pytest.LogCaptureFixture) -> None:
     batches = EpochBatches(_vast_batch, 16, 3, 0, 0, 0)
-    with caplog.at_level(logging.WARNING, logger="landcover.data.loader"):
+    with caplog.at_level(logging.WARNING, logger="landcover.feed.loader"):
         got = list(epoch_loader(batches, 2, False))
     assert [int(b[0][0]) for b in got] == [
         int(np.random.default_rng([0, 0, 0, k]).integers(0, 100)) for k in range(3)

@@ -3,7 +3,7 @@ import threading
 import pytest
 import torch
 
-from landcover.data.prefetch import Prefetcher
+from landcover.feed.prefetch import Prefetcher
 
 
 def test_batches_come_in_order_from_another_thread() -> None:

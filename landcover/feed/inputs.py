@@ -1,6 +1,6 @@
 """From a uint8 training batch on the device to model input: augmentation, then normalisation.
 
-The batch is perturbed photometrically (``data.photometric``, :mod:`landcover.data.photometric`:
+The batch is perturbed photometrically (``data.photometric``, :mod:`landcover.feed.photometric`:
 the uint8 values go straight through per-(patch, band) lookup tables to the perturbed 0..1
 scale, in one pass that also standardises) or, without augmentation, made float; standardised
 by the training data's band statistics
@@ -16,11 +16,11 @@ import numpy as np
 import torch
 
 from landcover.config import DataConfig
-from landcover.data.augment import d4_source_index, resolve_augment_on, transform_batch
 from landcover.data.normalize import TileStats, array_band_stats
-from landcover.data.photometric import PhotometricDraw, PhotometricRanges, photometric_uint8
 from landcover.data.raster import TileArrays
-from landcover.training.staging import PinnedStaging
+from landcover.feed.augment import d4_source_index, resolve_augment_on, transform_batch
+from landcover.feed.photometric import PhotometricDraw, PhotometricRanges, photometric_uint8
+from landcover.feed.staging import PinnedStaging
 
 
 def tile_stats(tiles: list[TileArrays]) -> list[TileStats | None]:
@@ -159,9 +159,9 @@ class TrainingInput:
 
         Args:
             batch: ``(images, labels, tiles)`` of
-                :meth:`~landcover.data.sampler.PatchSampler.batch_with_tiles`, or with
+                :meth:`~landcover.feed.sampler.PatchSampler.batch_with_tiles`, or with
                 :attr:`d4_table` ``(images, labels, tiles, codes)`` of
-                :meth:`~landcover.data.sampler.PatchSampler.batch_for_device`.
+                :meth:`~landcover.feed.sampler.PatchSampler.batch_for_device`.
             contiguous: Return the input in contiguous ``(B, C, H, W)`` memory (else
                 channels-last memory, as it is made).
             draw: The photometric draw of :meth:`host_draw`, on the device (see

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import torch
 
-from landcover.data.photoranges import BLUR_KERNEL
+from landcover.feed.photoranges import BLUR_KERNEL
 
 NOISE_LEVELS = 65536
 """Noise codes are 16 bits, each standing for one quantile of the standard normal."""

@@ -21,7 +21,7 @@ Noise and blur are computed for the chosen (and blurred) patches only, the noise
 chunk in one draw (on the CPU the very codes of one draw a patch); a captured step takes every
 patch through the pass instead (:meth:`PhotometricDraw.unpack`). The noise is a standard normal
 drawn as 16-bit codes mapped through a table of normal quantiles
-(:func:`~landcover.data.noiseblur.normal_table`), four codes per 64 random bits: about half the
+(:func:`~landcover.feed.noiseblur.normal_table`), four codes per 64 random bits: about half the
 cost of ``torch.randn`` on the CPU. The blur is separable (two 5-tap passes). On the CPU the batch
 goes one patch at a time, its scratch in cache and reused; elsewhere in one chunk, in few
 operations (:mod:`.photopass`).
@@ -44,9 +44,9 @@ from dataclasses import dataclass
 
 import torch
 
-from landcover.data.noiseblur import BLUR_KERNEL, device_generator, noise_codes
-from landcover.data.photopass import Fill, lookup_base, lookup_rows, run_pass
-from landcover.data.photoranges import PhotometricRanges
+from landcover.feed.noiseblur import BLUR_KERNEL, device_generator, noise_codes
+from landcover.feed.photopass import Fill, lookup_base, lookup_rows, run_pass
+from landcover.feed.photoranges import PhotometricRanges
 
 CPU_CHUNK = 1
 """Patches processed together on the CPU (their scratch stays in cache); one chunk elsewhere."""

@@ -7,11 +7,11 @@ import pytest
 import torch
 from torch import nn
 
-import landcover.data.photometric as photometric_module
-from landcover.data.noiseblur import BLUR_KERNEL, blur_hwc_, gaussian_kernels_1d
-from landcover.data.photometric import PhotometricDraw, PhotometricRanges
-from landcover.data.photopass import blur_chunk_, lookup_base, lookup_rows
-from landcover.data.photoranges import gaussian_kernels_np
+import landcover.feed.photometric as photometric_module
+from landcover.feed.noiseblur import BLUR_KERNEL, blur_hwc_, gaussian_kernels_1d
+from landcover.feed.photometric import PhotometricDraw, PhotometricRanges
+from landcover.feed.photopass import blur_chunk_, lookup_base, lookup_rows
+from landcover.feed.photoranges import gaussian_kernels_np
 from landcover.training.step import accumulation_step
 
 

@@ -14,7 +14,7 @@ positions built once, :mod:`landcover.data.classindex`):
 
 Patches with too many ignored pixels are redrawn (a class-centred patch keeps its class). Draws
 are reproducible: a batch is a function of the random generator it is drawn from, and training
-seeds one for each batch from (seed, rank, epoch, batch) (:func:`landcover.data.loader.batch_rng`),
+seeds one for each batch from (seed, rank, epoch, batch) (:func:`landcover.feed.loader.batch_rng`),
 so whichever thread or process draws it, it is the same.
 """
 
@@ -25,9 +25,9 @@ import torch
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import DataConfig
-from landcover.data.augment import D4, write_transformed
 from landcover.data.classindex import ClassIndex, index_classes
 from landcover.data.raster import TileArrays
+from landcover.feed.augment import D4, write_transformed
 
 RANDOM = -1
 """A batch slot of :meth:`PatchSampler.plan` drawn without class balance."""
@@ -248,7 +248,7 @@ class PatchSampler:
         """Draws the batch :meth:`batch_with_tiles` draws, leaving D4 to the device.
 
         The same random draws in the same order, so that
-        :func:`~landcover.data.augment.transform_batch` of the result equals
+        :func:`~landcover.feed.augment.transform_batch` of the result equals
         :meth:`batch_with_tiles` from the same generator state.
 
         Args:

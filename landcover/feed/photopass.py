@@ -16,7 +16,7 @@ from typing import Protocol
 import torch
 import torch.nn.functional as F
 
-from landcover.data.noiseblur import (
+from landcover.feed.noiseblur import (
     BLUR_KERNEL,
     blur_hwc_,
     device_generator,
@@ -100,7 +100,7 @@ def lookup_rows(device: torch.device, b: int, c: int, w: int) -> torch.Tensor:
 def blur_chunk_(y: torch.Tensor, kernels: torch.Tensor) -> None:
     """Separable Gaussian blur of ``(N, H, W, C)`` patches, reflected borders, in place.
 
-    The same blur as :func:`~landcover.data.noiseblur.blur_hwc_` (to float rounding) in a few
+    The same blur as :func:`~landcover.feed.noiseblur.blur_hwc_` (to float rounding) in a few
     operations: the patches as ``N * C`` planes, reflect-padded, through two depthwise
     convolutions (along the rows, then the columns) with each patch's kernel for its bands.
 

@@ -2,12 +2,12 @@
 
 Batch ``k`` of an epoch is drawn from its own random generator, seeded from
 ``(seed, rank, epoch, k)`` (:func:`batch_rng`), so it is the same batch whoever draws it: the
-:class:`~landcover.data.prefetch.Prefetcher`'s thread (``data.loader_workers: 0``) or any of
+:class:`~landcover.feed.prefetch.Prefetcher`'s thread (``data.loader_workers: 0``) or any of
 ``N`` worker processes of a :class:`torch.utils.data.DataLoader`. The worker processes are
 forked, so they share the tiles in memory with the training process without copying them, and
 they draw outside its GIL: a thread's draws are serialised with the training step's Python and
 kernel launches (``benchmarks/gil_bench.py``), a process's run beside them. A process hands
-its batches over through shared buffers mapped once (:mod:`landcover.data.sharedslots`), not
+its batches over through shared buffers mapped once (:mod:`landcover.feed.sharedslots`), not
 as new shared memory each batch.
 """
 
@@ -22,8 +22,8 @@ import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-from landcover.data.prefetch import Prefetcher
-from landcover.data.sharedslots import SharedSlots, bytes_needed, shared_memory_shortfall
+from landcover.feed.prefetch import Prefetcher
+from landcover.feed.sharedslots import SharedSlots, bytes_needed, shared_memory_shortfall
 
 log = logging.getLogger(__name__)
 _warned: set[str] = set()
@@ -130,9 +130,9 @@ def epoch_loader(
     Args:
         batches: The epoch's batches.
         workers: Worker processes drawing them (0: one background thread, the
-            :class:`~landcover.data.prefetch.Prefetcher`). The processes are a
+            :class:`~landcover.feed.prefetch.Prefetcher`). The processes are a
             :class:`~torch.utils.data.DataLoader`'s; each writes its batches into a ring of
-            :class:`~landcover.data.sharedslots.SharedSlots` mapped before they were forked
+            :class:`~landcover.feed.sharedslots.SharedSlots` mapped before they were forked
             and sends only the batch's index.
         pin_memory: Pin the batches' memory (for asynchronous copies to a GPU).
         depth: Batches drawn ahead by the thread, or by each process.

@@ -3,8 +3,8 @@ import pytest
 
 from landcover.classes import IGNORE_INDEX
 from landcover.data.raster import TileArrays
-from landcover.data.sampler import PatchSampler, epoch_rng
 from landcover.data.sharding import shard
+from landcover.feed.sampler import PatchSampler, epoch_rng
 
 
 @pytest.mark.parametrize(("tiles", "world"), [(10, 1), (10, 2), (10, 3), (7, 7), (5, 4)])
