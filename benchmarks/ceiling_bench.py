@@ -66,9 +66,9 @@ from common import RESULTS, Goal, write_results
 from predict_bench import make_checkpoint
 
 from landcover.allocator import ENV_SWITCH, tune_allocator
-from landcover.data.synthetic import synthesize_scene
 from landcover.inference.loader import load_inference_model
 from landcover.inference.writers import CLASS_COMPRESSION, PROB_COMPRESSION
+from landcover.synthetic.synthetic import synthesize_scene
 from landcover.threads import ENV as OMP_ENV
 from landcover.threads import POLICY as OMP_POLICY
 from landcover.threads import gdal_threads

@@ -9,7 +9,7 @@ batch assembly) in the :class:`~landcover.feed.prefetch.Prefetcher`'s thread, pi
 is there, consumed by a stand-in model that costs nothing (the uint8 batch copied to the
 device, if there is one, and dropped). The data settings are ``configs/default.yaml``'s, the GPU
 config: patch 256, batch 16, class balance 0.5, D4, ``per_tile`` normalisation, photometric
-0.8; the tiles are synthetic NAIP-like scenes (:func:`~landcover.data.synthetic.synthesize_scene`)
+0.8; the tiles are synthetic NAIP-like scenes (:func:`~landcover.synthetic.synthetic.synthesize_scene`)
 held in memory, as a worker holds its share.
 
 What training does on the device, after the uint8 batch crossed PCIe
@@ -67,11 +67,11 @@ from landcover.cluster.gpus import sample_seconds
 from landcover.config import DataConfig, load_config
 from landcover.data.normalize import BandSums
 from landcover.data.raster import TileArrays
-from landcover.data.synthetic import IMAGE_NODATA, synthesize_scene
 from landcover.feed.augment import D4, d4_source_index, transform_batch, write_transformed
 from landcover.feed.inputs import TrainingInput
 from landcover.feed.prefetch import Prefetcher
 from landcover.feed.sampler import PatchSampler, epoch_rng
+from landcover.synthetic.synthetic import IMAGE_NODATA, synthesize_scene
 
 CONFIG = REPO / "configs" / "default.yaml"
 GPU_MODEL = "NVIDIA H100 SXM"

@@ -46,7 +46,7 @@ from common import REPO, RESULTS, Goal, write_results
 
 from landcover.classes import ClassMapping
 from landcover.config import Config, load_config
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 CONFIG = REPO / "configs" / "cpu.yaml"
 SEED = 7

@@ -74,8 +74,8 @@ def run(
     """
     from azurite import Azurite
 
-    from landcover.data.synthetic import write_synthetic_dataset
     from landcover.storage.transfer import upload
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     tiles = tiles or (8 if quick else 16)
     repeats = 1 if quick else repeats

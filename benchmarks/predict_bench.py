@@ -74,7 +74,6 @@ from predict_profile import profile_tile
 from landcover.checkpoint import Checkpoint
 from landcover.config import load_config
 from landcover.data.pairs import discover_pairs
-from landcover.data.synthetic import synthesize_scene, write_pair, write_synthetic_dataset
 from landcover.fileio import atomic_write_bytes
 from landcover.inference.evaluate import evaluate_pairs
 from landcover.inference.loader import InferenceModel, load_inference_model
@@ -82,6 +81,7 @@ from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tta import parse_tta
 from landcover.models import build_model
 from landcover.parallel.devices import autocast
+from landcover.synthetic.synthetic import synthesize_scene, write_pair, write_synthetic_dataset
 from landcover.threads import GDAL_ENV, core_share
 
 REPO = Path(__file__).resolve().parents[1]

@@ -443,7 +443,7 @@ def measure_cpu(sizes: Sizes, work: Path) -> dict[str, Any]:
         ``baseline`` (a Measured), ``two`` (label -> Measured or None when skipped) and
         ``skipped`` (label -> why).
     """
-    from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     data = work / "data"
     write_synthetic_dataset(data, sizes.tiles, sizes.tile_size, seed=0, prefix="scaling")
@@ -487,7 +487,7 @@ def measure_gpu(sizes: Sizes, work: Path, device: str = "cuda") -> dict[str, Any
         The GPU figures (``name``, ``peak_bf16_flops``, ``train_flops_per_sample``, and per
         precision: CLI and bare-model samples/s, achieved FLOP/s and MFU).
     """
-    from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     name = torch.cuda.get_device_name(0) if device == "cuda" else "cpu (code-path test)"
     peak = peak_bf16_flops(name)

@@ -242,7 +242,7 @@ def cli_samples_per_s(
     """
     from scaling_bench import train
 
-    from landcover.data.sample import ensure_sample
+    from landcover.synthetic.sample import ensure_sample
 
     run_dir = work / f"cli-{batch}-{len(sets)}-{int(time.time() * 1000) % 100000}"
     measured = train(

@@ -17,7 +17,7 @@ import yaml
 from rasterio.enums import ColorInterp
 from rasterio.transform import Affine
 
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -130,6 +130,20 @@ def test_packages_import_each_other_as_a_tree() -> None:
     assert "feed" in graph["training"]
     assert not graph["feed"] & {"training", "inference", "mapping", "parallel"}
     assert "feed" not in graph["data"]
+    # the synthetic worlds stand beside the data: they write tiles that data/ reads as any others
+    assert "synthetic" not in graph["data"] | graph["feed"]
+    assert not graph["synthetic"] & {
+        "data",
+        "feed",
+        "training",
+        "inference",
+        "mapping",
+        "parallel",
+        "storage",
+        "cluster",
+        "commands",
+        "cli",
+    }
     assert not graph["parallel"] & {
         "training",
         "inference",
@@ -137,6 +151,7 @@ def test_packages_import_each_other_as_a_tree() -> None:
         "storage",
         "data",
         "feed",
+        "synthetic",
         "cluster",
     }
 

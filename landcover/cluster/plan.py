@@ -19,9 +19,9 @@ from landcover.cluster.spec import ClusterSpec
 from landcover.cluster.vmsizes import VmSize, current_sizes
 from landcover.config import Config
 from landcover.data.pairs import TilePair, split_pairs
-from landcover.data.sample import data_root
 from landcover.data.sharding import shard
 from landcover.errors import ConfigError
+from landcover.synthetic.sample import data_root
 from landcover.training.geometry import BatchGeometry
 
 

@@ -61,13 +61,13 @@ def data_synth(
         )
     check_output_folder(out)
     if profile == "easy":
-        from landcover.data.synthetic import write_synthetic_dataset
+        from landcover.synthetic.synthetic import write_synthetic_dataset
 
         tiles, size = tiles or 8, size or 512
         pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
         typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
     else:
-        from landcover.data.shifted import MIN_SHIFTED_SIZE, write_shifted_world
+        from landcover.synthetic.shifted import MIN_SHIFTED_SIZE, write_shifted_world
 
         tiles, size = tiles or 16, size or 256
         if size < MIN_SHIFTED_SIZE:
@@ -86,7 +86,7 @@ def data_synth(
 @data_app.command("sample")
 def data_sample() -> None:
     """Print the folder of the built-in sample dataset (generating it on first use)."""
-    from landcover.data.sample import ensure_sample
+    from landcover.synthetic.sample import ensure_sample
 
     typer.echo(str(ensure_sample()))
 

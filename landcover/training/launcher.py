@@ -21,7 +21,6 @@ from landcover import storage
 from landcover.config import Config
 from landcover.data.pairs import split_pairs
 from landcover.data.raster import inspect_pair
-from landcover.data.sample import data_root
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, SignalledError
 from landcover.logs import setup_logging
@@ -29,6 +28,7 @@ from landcover.parallel.engine import Engine
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
+from landcover.synthetic.sample import data_root
 from landcover.training.mlflow_log import mlflow_enabled
 from landcover.training.mlflow_store import check_tracking_store
 from landcover.training.resumecheck import check_resume

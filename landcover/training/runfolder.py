@@ -13,9 +13,9 @@ import hashlib
 from pathlib import Path
 
 from landcover import storage
-from landcover.data.sample import cache_root
 from landcover.diskerrors import check_output_folder
 from landcover.fileio import remove_stale_temporaries
+from landcover.synthetic.sample import cache_root
 
 
 class RunFolder:

@@ -16,7 +16,6 @@ from landcover.config import Config, config_from_dict
 from landcover.data.normalize import TileStats
 from landcover.data.pairs import TilePair, split_pairs
 from landcover.data.raster import TileArrays
-from landcover.data.sample import data_root
 from landcover.data.sharding import shard
 from landcover.data.stats import DataStats
 from landcover.errors import DataError
@@ -25,6 +24,7 @@ from landcover.feed.memory import load_tiles, training_pixel_size
 from landcover.feed.sampler import PatchSampler
 from landcover.parallel.engine import Engine
 from landcover.parallel.env import DistEnv
+from landcover.synthetic.sample import data_root
 from landcover.training.autostats import measure_shares, needs_resolving, resolve_auto
 from landcover.training.checkpoint import find_resume_checkpoint
 from landcover.training.resolved import ResolvedStats

@@ -123,7 +123,7 @@ def checkpoint(quick_checkpoint: Path) -> Path:
 @pytest.fixture(scope="module")
 def tile_512(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One 512 px synthetic tile: its scratch maps take about 2.7 MB."""
-    from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     folder = tmp_path_factory.mktemp("tile512")
     write_synthetic_dataset(folder, tiles=1, size=512, seed=3, prefix="big")
@@ -200,8 +200,8 @@ def test_predict_disk_full_in_the_writer_thread(
     """A 700 px tile passes the preflight (its scratch maps' pixels fit) but its tiled scratch
     files (blocks padded to 768 px) and their overviews do not: the writes fail in predict's
     writer thread, where GDAL has no handler of rasterio's and would print its own lines."""
-    from landcover.data.synthetic import write_synthetic_dataset
     from landcover.inference.writers import scratch_bytes
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     write_synthetic_dataset(tmp_path, tiles=1, size=700, seed=4, prefix="odd")
     tile = tmp_path / "odd_000_naip.tif"
@@ -364,7 +364,7 @@ def test_log_file_handler_reports_once_and_stops(
 
 def test_gdal_write_failure_is_quiet(tiny_disk: Path, capfd: pytest.CaptureFixture) -> None:
     """A GeoTIFF that cannot fit: one DiskFullError, nothing printed by libtiff or GDAL."""
-    from landcover.data.synthetic import _write_tif
+    from landcover.synthetic.synthetic import _write_tif
 
     fill_leaving(tiny_disk, 200_000)
     profile = {"driver": "GTiff", "width": 1024, "height": 1024, "count": 4, "dtype": "uint8"}

@@ -34,8 +34,8 @@ from landcover.cluster.spec import (
 from landcover.cluster.vmsizes import VM_SIZES, close_matches, find_vm_size
 from landcover.config import load_config
 from landcover.data.pairs import split_pairs
-from landcover.data.synthetic import write_synthetic_dataset
 from landcover.registry import DEFAULT_ENGINE, ENGINES, REGION_ENGINE, EngineSpec
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 from conftest import REPO, assert_one_line_error, run_cli
 

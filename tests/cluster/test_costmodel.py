@@ -15,7 +15,7 @@ from landcover.cluster.plan import make_plan, plan_lines, with_prediction
 from landcover.cluster.spec import parse_cluster
 from landcover.cluster.vmsizes import VM_SIZES
 from landcover.config import load_config
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 from conftest import run_cli
 

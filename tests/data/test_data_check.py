@@ -11,7 +11,7 @@ from rasterio.warp import calculate_default_transform, reproject
 
 from landcover.classes import resolve_mapping
 from landcover.data.check import check_folder
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 from conftest import assert_one_line_error, run_cli
 

@@ -15,8 +15,8 @@ from landcover.classes import IGNORE_INDEX, resolve_mapping
 from landcover.data.pairs import TilePair
 from landcover.data.prepare import prepare_tiles, tile_windows
 from landcover.data.raster import read_pair
-from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
+from landcover.synthetic.synthetic import synthesize_scene
 
 from conftest import REPO, assert_one_line_error, run_cli, write_with_alpha_band
 

@@ -26,8 +26,8 @@ from rasterio.warp import reproject
 
 from landcover.classes import resolve_mapping
 from landcover.config import ModelConfig, load_config
-from landcover.data.synthetic import synthesize_scene, write_pair, write_synthetic_dataset
 from landcover.models import build_model
+from landcover.synthetic.synthetic import synthesize_scene, write_pair, write_synthetic_dataset
 from landcover.training.autostats import resolve_auto
 
 from conftest import REPO, assert_one_line_error, relabel_in_albers, run_cli, train_args

@@ -12,8 +12,8 @@ from rasterio.transform import from_origin
 from rio_cogeo.cogeo import cog_validate
 
 from landcover.classes import resolve_mapping
-from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.inference.sliding import window_starts
+from landcover.synthetic.synthetic import synthesize_scene, write_pair
 
 from conftest import REPO, assert_one_line_error, run_cli
 

@@ -17,13 +17,13 @@ import rasterio
 import rasterio.shutil
 import torch
 
-from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.errors import DataError
 from landcover.inference.blend import blend_weights
 from landcover.inference.loader import load_inference_model
 from landcover.inference.options import PredictOptions
 from landcover.inference.predict import TileMapper, predict_tile
 from landcover.inference.sliding import SlidingWindowPredictor, window_starts
+from landcover.synthetic.synthetic import synthesize_scene, write_pair
 
 from conftest import REPO, assert_one_line_error, run_cli
 

@@ -27,8 +27,8 @@ from landcover.data.bandview import image_view
 from landcover.data.pairs import discover_pairs
 from landcover.data.raster import nodata_mask
 from landcover.data.resolution import on_grid
-from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.feed.memory import load_tiles
+from landcover.synthetic.synthetic import synthesize_scene, write_pair
 
 from conftest import TINY_CONFIG, run_cli, train_args, write_with_alpha_band
 

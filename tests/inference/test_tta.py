@@ -11,10 +11,10 @@ import pytest
 import rasterio
 import torch
 
-from landcover.data.synthetic import synthesize_scene, write_pair
 from landcover.errors import ConfigError
 from landcover.inference.sliding import SlidingWindowPredictor
 from landcover.inference.tta import parse_tta
+from landcover.synthetic.synthetic import synthesize_scene, write_pair
 
 from conftest import assert_one_line_error, run_cli
 

@@ -32,8 +32,8 @@ from gdalinfo import gdalinfo
 from rio_cogeo.cogeo import cog_validate
 
 from landcover.classes import resolve_mapping
-from landcover.data.synthetic import synthesize_scene
 from landcover.mapping.acquired import from_name, parse_time
+from landcover.synthetic.synthetic import synthesize_scene
 
 from conftest import REPO, write_naip_tile
 

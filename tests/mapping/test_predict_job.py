@@ -29,13 +29,13 @@ from rio_cogeo.cogeo import cog_validate
 from landcover import storage
 from landcover.classes import resolve_mapping
 from landcover.config import RunConfig
-from landcover.data.synthetic import synthesize_scene
 from landcover.errors import DataError
 from landcover.inference.options import PredictOptions
 from landcover.inference.results import Grid
 from landcover.mapping.job import run_predict_job
 from landcover.mapping.spec import JobOptions, JobOutcome
 from landcover.mapping.tiles import measure_tiles, resolve_tiles
+from landcover.synthetic.synthetic import synthesize_scene
 
 from conftest import REPO, assert_one_line_error, run_cli, start_cli, wait_for_log, write_naip_tile
 

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 import rasterio
 
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 from conftest import REPO, run_cli, train_args
 

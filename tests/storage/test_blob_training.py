@@ -11,7 +11,7 @@ import pytest
 import rasterio
 import torch
 
-from landcover.data.synthetic import write_pair
+from landcover.synthetic.synthetic import write_pair
 
 from conftest import assert_one_line_error, run_cli, start_cli, wait_for_log
 

@@ -15,10 +15,10 @@ import rasterio
 import torch
 
 from landcover.config import load_config
-from landcover.data.synthetic import write_synthetic_dataset
 from landcover.errors import DataError
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv
+from landcover.synthetic.synthetic import write_synthetic_dataset
 from landcover.training.runfolder import RunFolder
 from landcover.training.shares import load_worker_data
 

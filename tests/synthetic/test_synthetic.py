@@ -9,7 +9,7 @@ import pytest
 import rasterio
 from rasterio.crs import CRS
 
-from landcover.data.synthetic import (
+from landcover.synthetic.synthetic import (
     CHESAPEAKE_NODATA,
     synthesize_scene,
     write_pair,

@@ -19,11 +19,11 @@ from scipy.ndimage import find_objects
 from scipy.ndimage import label as ndimage_label
 
 from landcover.config import DataConfig
-from landcover.data.flights import Ground, flight_plan, shadow_mask
-from landcover.data.landscape import ROAD, TREE
 from landcover.data.pairs import discover_pairs, split_pairs
-from landcover.data.shifted import write_shifted_world
-from landcover.data.synthetic import write_synthetic_dataset
+from landcover.synthetic.flights import Ground, flight_plan, shadow_mask
+from landcover.synthetic.landscape import ROAD, TREE
+from landcover.synthetic.shifted import write_shifted_world
+from landcover.synthetic.synthetic import write_synthetic_dataset
 
 from conftest import run_cli
 

@@ -21,8 +21,8 @@ import rasterio
 from rasterio.transform import Affine
 from scipy.ndimage import gaussian_filter
 
-from landcover.data.curves import fine_noise, shift_mask, smooth_noise
-from landcover.data.landscape import (
+from landcover.synthetic.curves import fine_noise, shift_mask, smooth_noise
+from landcover.synthetic.landscape import (
     BARREN,
     FIELD,
     IMPERVIOUS,

@@ -31,7 +31,7 @@ def ensure_sample() -> Path:
     Returns:
         A folder of ``{name}_naip.tif`` / ``{name}_lc.tif`` pairs.
     """
-    from landcover.data.synthetic import write_synthetic_dataset
+    from landcover.synthetic.synthetic import write_synthetic_dataset
 
     folder = cache_root() / f"sample-{SAMPLE_VERSION}"
     if (folder / _DONE).is_file():

@@ -27,8 +27,8 @@ from rasterio.io import MemoryFile
 from rasterio.transform import Affine
 from scipy.ndimage import gaussian_filter
 
-from landcover.data.curves import shift_mask
-from landcover.data.landscape import FIELD, ROOF0, TREE
+from landcover.synthetic.curves import shift_mask
+from landcover.synthetic.landscape import FIELD, ROOF0, TREE
 
 _HAZE_WEIGHT = np.array([0.55, 0.7, 1.0, 0.25], dtype=np.float32)  # R, G, B, NIR
 _HAZE_VEIL = np.array([150.0, 160.0, 185.0, 125.0], dtype=np.float32)
@@ -99,7 +99,7 @@ class Ground:
     """A scene as it is on the ground, whatever the flight.
 
     Attributes:
-        app: (H, W) uint8 appearance codes (see :mod:`landcover.data.synthetic`).
+        app: (H, W) uint8 appearance codes (see :mod:`landcover.synthetic.synthetic`).
         means: (256, 4) float32 summer spectrum (R, G, B, NIR) of each appearance code.
         mult: (H, W) float32 brightness and texture shared by all bands.
         parcel: (H, W) int32 field-parcel index (the last index: not a field).

@@ -5,7 +5,7 @@
 lots, stall and road paint, sunlit and shaded roof halves); :data:`LABEL_OF` maps each code to
 its label. Forest and field regions come from smooth multi-scale noise, with lakes, a
 meandering river, roads crossing the tile and settlements of buildings and parking lots along
-the roads. :mod:`landcover.data.synthetic` renders the codes as imagery and writes the tiles.
+the roads. :mod:`landcover.synthetic.synthetic` renders the codes as imagery and writes the tiles.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import math
 
 import numpy as np
 
-from landcover.data.curves import (
+from landcover.synthetic.curves import (
     Curve,
     curve_at,
     curve_from_centre,

@@ -3,7 +3,7 @@
 Beside the easy sample (one radiometry, generous classes), this profile has the difficulties
 a model meets on real imagery (``landcover data synth OUT --profile shifted``):
 
-- tiles belong to **flights** (:mod:`landcover.data.flights`) that differ in calibration,
+- tiles belong to **flights** (:mod:`landcover.synthetic.flights`) that differ in calibration,
   gamma, haze, sun and shadows, season, noise and JPEG compression; training tiles come from
   three flights, validation and test tiles from three others, and ``train_reflown/`` holds the
   training scenes (byte-identical labels) as a seventh flight, seen by no split;
@@ -27,9 +27,10 @@ from pathlib import Path
 import numpy as np
 from scipy.ndimage import gaussian_filter
 
-from landcover.data.curves import Curve, curve_at, fine_noise, paint_curve, smooth_noise
-from landcover.data.flights import Flight, Ground, flight_plan, render_flight
-from landcover.data.landscape import (
+from landcover.fileio import atomic_write_text
+from landcover.synthetic.curves import Curve, curve_at, fine_noise, paint_curve, smooth_noise
+from landcover.synthetic.flights import Flight, Ground, flight_plan, render_flight
+from landcover.synthetic.landscape import (
     FIELD,
     ROAD,
     TREE,
@@ -42,7 +43,7 @@ from landcover.data.landscape import (
     settlement,
     vegetation,
 )
-from landcover.data.synthetic import (
+from landcover.synthetic.synthetic import (
     LABEL_OF,
     appearance_tables,
     parcels,
@@ -50,7 +51,6 @@ from landcover.data.synthetic import (
     tile_origin,
     write_pair,
 )
-from landcover.fileio import atomic_write_text
 
 MIN_SHIFTED_SIZE: int = 128
 """Smallest tile side of the shifted world (a tile must hold a few 8-20 m buildings)."""
@@ -162,7 +162,7 @@ def shifted_ground(size: int, kind: TileKind, rng: np.random.Generator) -> Groun
         rng: Random generator; the scene depends only on its state.
 
     Returns:
-        The ground, ready for :func:`landcover.data.flights.render_flight`.
+        The ground, ready for :func:`landcover.synthetic.flights.render_flight`.
     """
     app = shifted_layout(size, kind, rng)
     means, texture = appearance_tables(rng)
