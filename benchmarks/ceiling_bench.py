@@ -183,17 +183,32 @@ def pipeline_once(tile: Path, checkpoint: Path, out: Path, probs: bool) -> dict[
 
 
 def sustained_once(
-    tile: Path, checkpoint: Path, out: Path, probs: bool, count: int = SUSTAINED_TILES
+    tile: Path,
+    checkpoint: Path,
+    out: Path,
+    probs: bool,
+    count: int = SUSTAINED_TILES,
+    model: nn.Module | None = None,
 ) -> dict[str, Any]:
     """Maps ``count`` copies of the tile back to back through one mapper (this process).
 
-    As ``landcover predict`` maps a folder: each tile's COGs are published in the mapper's
-    publisher thread while the next tile is predicted. One more copy goes first, untimed (the
-    stand-in's logits, the thread pools).
+    As ``landcover predict`` maps a folder: the next tile is decoded while this one is
+    predicted (the worker's hint, :meth:`~landcover.inference.predict.TileMapper.prefetch`),
+    and each tile's COGs are published in the mapper's publisher thread while the next tile is
+    predicted. One more copy goes first, untimed (the stand-in's logits, the thread pools).
+
+    Args:
+        tile: The tile.
+        checkpoint: The checkpoint (its config, bands and classes).
+        out: A scratch folder.
+        probs: Write the probability map too.
+        count: Timed tiles.
+        model: The model to map with (default: the free :class:`StandIn`).
 
     Returns:
-        The wall seconds per tile, the process's CPU seconds per tile, and the steady state's
-        seconds per tile (``count`` >= 4: the first and the last finished tiles left out).
+        The wall seconds per tile, the process's CPU seconds per tile, the steady state's
+        seconds per tile (``count`` >= 4: the first and the last finished tiles left out),
+        and the steady state's start and end (``perf_counter`` times).
     """
     if count < 4:
         raise ValueError(f"a steady state needs 4 tiles or more, not {count}")
@@ -201,6 +216,8 @@ def sustained_once(
     from landcover.inference.predict import TileMapper
 
     im = _stand_in_model(checkpoint)
+    if model is not None:
+        im = dataclasses.replace(im, model=model.eval())
     tiles = out / "tiles"
     tiles.mkdir()
     copies = []
@@ -215,7 +232,9 @@ def sustained_once(
         cpu = time.process_time()
         start = time.perf_counter()
         futures = []
-        for copy in copies[1:]:
+        for i, copy in enumerate(copies[1:], start=1):
+            if i + 1 < len(copies):
+                mapper.prefetch(copies[i + 1])
             futures.append(mapper.submit(copy))
             futures[-1].add_done_callback(lambda _: done.append(time.perf_counter()))
         for future in futures:
@@ -229,6 +248,8 @@ def sustained_once(
         # the pipeline full: the spacing of finished tiles, the first and the last left out
         # (the first had no tile before it to overlap, the last none after it)
         "steady_seconds": (done[-2] - done[1]) / (count - 3),
+        "steady_from": done[1],
+        "steady_to": done[-2],
     }
 
 

@@ -1,6 +1,6 @@
 """The benchmark suite's one entry point: runs the parts, prints their tables and the goals.
 
-Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|load|model|quality|augment|feed|shifted|compile|storage|step ...]
+Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|latency|load|model|quality|augment|feed|shifted|compile|storage|step ...]
                                 [--quick] [--out benchmarks/results]
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
@@ -34,6 +34,7 @@ PARTS = (
     "scaling",
     "predict",
     "ceiling",
+    "latency",
     "load",
     "model",
     "quality",

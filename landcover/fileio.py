@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -105,14 +106,18 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, redact(text).encode())
 
 
+SCRATCH_PREFIX = ".landcover-tmp-"
+"""Name prefix of the scratch folders a map's writing uses beside its destination."""
+
+
 def remove_stale_temporaries(folder: str | Path) -> list[Path]:
-    """Deletes temporary files left by interrupted atomic writes in ``folder``.
+    """Deletes temporary files (and scratch folders) left by interrupted writes in ``folder``.
 
     Args:
         folder: The folder to clean (missing folders are fine).
 
     Returns:
-        The files removed.
+        The files and folders removed.
     """
     folder = Path(folder)
     if not folder.is_dir():
@@ -120,4 +125,8 @@ def remove_stale_temporaries(folder: str | Path) -> list[Path]:
     stale = [p for p in folder.glob(".*.tmp") if p.is_file()]
     for p in stale:
         p.unlink(missing_ok=True)
+    for scratch in folder.glob(f"{SCRATCH_PREFIX}*"):
+        if scratch.is_dir():
+            shutil.rmtree(scratch, ignore_errors=True)
+            stale.append(scratch)
     return stale

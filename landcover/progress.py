@@ -15,6 +15,7 @@ import sys
 import time
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 from landcover import redaction
@@ -168,3 +169,38 @@ class ProgressReporter:
         if self._bar is not None:
             self._bar.stop()
             self._bar = None
+
+
+class RowProgress:
+    """Logs a tile's progress through its rows every ``every_s`` seconds (predict's log).
+
+    Args:
+        tile: The tile's path or URL (its name is logged).
+        height: Its rows.
+        width: Its columns.
+        every_s: Seconds between lines.
+    """
+
+    def __init__(self, tile: str, height: int, width: int, every_s: float) -> None:
+        self.name = Path(tile).name
+        self.height, self.width, self.every_s = height, width, every_s
+        self.start = self.last = time.perf_counter()
+
+    def update(self, rows_done: int) -> None:
+        """Logs a line if one is due.
+
+        Args:
+            rows_done: Rows finished so far.
+        """
+        now = time.perf_counter()
+        if now - self.last < self.every_s:
+            return
+        self.last = now
+        done = rows_done / self.height
+        log.info(
+            "%s: %3.0f%% %.2f Mpx/s ETA %.0f s",
+            self.name,
+            100 * done,
+            rows_done * self.width / 1e6 / (now - self.start),
+            (now - self.start) * (1 - done) / max(done, 1e-9),
+        )

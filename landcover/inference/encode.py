@@ -4,6 +4,12 @@ The class map is the first arg-max over the classes (:func:`first_argmax`); the 
 map is ``round(p x 255)`` in uint8 or float32 as it is. Encoding runs where the probabilities
 are (on a GPU, only the uint8 results cross to the host); :class:`EncodedStrip` is what the map
 writers (:mod:`landcover.inference.writers`) take.
+
+On a GPU the results cross without stopping the thread that feeds the device
+(:func:`encode_strip`): they are copied into pinned host memory behind the device's queued
+work, and the writer thread, not the device's, waits for the copy (:meth:`EncodedStrip.wait`).
+A ``.cpu()`` per strip would make the device's thread wait for every queued window before it
+queues the next row's.
 """
 
 from __future__ import annotations
@@ -24,12 +30,21 @@ class EncodedStrip:
         probs: ``(K, h, W)`` probabilities as written: uint8 (x 255) or float32; ``None``
             when no probability map is written (``--no-probs``).
         valid: ``(h, W)`` bool, False where the input has no data.
+        copied: Recorded on the device after the copies to the host were queued; the arrays
+            hold their values once it has completed (``None``: they already do).
     """
 
     row: int
     classes: np.ndarray
     probs: np.ndarray | None
     valid: np.ndarray
+    copied: torch.cuda.Event | None = None
+
+    def wait(self) -> None:
+        """Waits until the arrays hold their values (the device's copies have completed)."""
+        if self.copied is not None:
+            self.copied.synchronize()
+            self.copied = None
 
 
 def first_argmax(probs: torch.Tensor) -> torch.Tensor:
@@ -83,3 +98,44 @@ def encode_probs(
     scaled = probs.mul_(255.0) if overwrite else probs.mul(255.0)
     stored = scaled.round_().to(torch.uint8)
     return classes.cpu().numpy(), stored.cpu().numpy()
+
+
+def encode_strip(
+    probs: torch.Tensor, prob_dtype: str | None, row: int, valid: np.ndarray
+) -> EncodedStrip:
+    """Encodes a strip (:func:`encode_probs`); on a GPU, copies the results without waiting.
+
+    ``probs`` is scratch (scaled in place). On a CUDA device the uint8 (or float32) results are
+    copied into pinned host memory asynchronously, behind the work already queued; the strip's
+    :meth:`EncodedStrip.wait` waits for them (the map writer calls it).
+
+    Args:
+        probs: ``(K, h, W)`` float32 probabilities (on the host or a device).
+        prob_dtype: ``uint8``, ``float32``, or ``None`` (the class map alone).
+        row: First image row of the strip.
+        valid: ``(h, W)`` bool validity of the strip's pixels.
+
+    Returns:
+        The encoded strip.
+    """
+    if probs.device.type != "cuda":
+        classes, stored = encode_probs(probs, prob_dtype, overwrite=True)
+        return EncodedStrip(row, classes, stored, valid)
+    classes = first_argmax(probs)
+    stored = None
+    if prob_dtype == "uint8":
+        stored = probs.mul_(255.0).round_().to(torch.uint8)
+    elif prob_dtype is not None:
+        stored = probs
+    host = [_to_pinned(t) for t in (classes, stored) if t is not None]
+    copied = torch.cuda.Event()
+    copied.record()
+    arrays = [t.numpy() for t in host]  # each array holds its pinned tensor
+    return EncodedStrip(row, arrays[0], arrays[1] if stored is not None else None, valid, copied)
+
+
+def _to_pinned(tensor: torch.Tensor) -> torch.Tensor:
+    """A pinned host copy of a device tensor, queued behind the device's work (not waited for)."""
+    host = torch.empty(tensor.shape, dtype=tensor.dtype, pin_memory=True)
+    host.copy_(tensor, non_blocking=True)
+    return host

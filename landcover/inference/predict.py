@@ -29,7 +29,8 @@ from landcover import storage
 from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
-from landcover.inference.encode import EncodedStrip, encode_probs
+from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
+from landcover.inference.encode import EncodedStrip, encode_strip
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
 from landcover.inference.pam import AUX_SUFFIX
@@ -44,17 +45,14 @@ from landcover.inference.writers import (
     CLASS_NODATA,
     MapWriter,
     error_reason,
-    ground_control,
+    no_crs_note,
     scratch_folder,
 )
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
+from landcover.progress import RowProgress
 
 log = logging.getLogger("landcover")
-
-
-GDAL_CACHE_MB = 256
-"""GDAL's block cache while writing maps (its default is 5 % of the machine's memory)."""
 
 
 def predict_tile(tile: str, im: InferenceModel, options: PredictOptions) -> TileResult:
@@ -91,6 +89,11 @@ class TileMapper:
     A tile's maps exist once its future is done; :meth:`close` (or leaving the ``with``
     block) waits for every tile.
 
+    Between tiles the device does not wait for the host: the writer thread is the mapper's
+    own, so a tile's last strips are written while the next tile's first windows are
+    predicted, and :meth:`prefetch` decodes the next tile in a thread of its own while this
+    one is predicted (``benchmarks/latency_bench.py``).
+
     A remote tile is downloaded to a local scratch file first (windowed reads need a file);
     maps for a remote folder are made in a local scratch folder and each uploaded whole (one
     block-blob commit, so a reader never sees a partial map).
@@ -119,6 +122,8 @@ class TileMapper:
         )
         self._publisher = ThreadPoolExecutor(1, thread_name_prefix="landcover-publish")
         self._pending: list[Future] = []
+        self._writer = ThreadPoolExecutor(1, thread_name_prefix="landcover-write")
+        self._decoder = TileDecoder(im, options, self.resolution)
 
     @property
     def stored_dtype(self) -> str | None:
@@ -134,6 +139,19 @@ class TileMapper:
     def close(self) -> None:
         """Waits until every submitted tile's maps are published (or have failed)."""
         self._publisher.shutdown(wait=True)
+        self._writer.shutdown(wait=True)
+        self._decoder.close()
+
+    def prefetch(self, tile: str) -> None:
+        """Decodes a tile in the background, for a later :meth:`submit` of it to take.
+
+        A hint (:class:`~landcover.inference.ahead.TileDecoder`): only a local file predicted
+        on its own grid is decoded ahead, and what goes wrong is left for :meth:`submit`.
+
+        Args:
+            tile: The image: a path or URL.
+        """
+        self._decoder.start(tile)
 
     def submit(self, tile: str) -> Future:
         """Predicts a tile now and publishes its maps in the background.
@@ -198,7 +216,7 @@ class TileMapper:
                 width,
                 height,
                 math.hypot(src.transform.a, src.transform.d),  # a rotated grid's too
-                src.crs or _no_crs(src),
+                src.crs or no_crs_note(src),
                 ""
                 if work is None
                 else f", predicted at {work[1]} x {work[2]} px ({self.resolution.describe()})",
@@ -215,16 +233,18 @@ class TileMapper:
                 tags["PREDICTED_PIXEL_SIZE_M"] = f"{self.resolution.metres:g}"
             label = str(out / stem)
             writer = MapWriter(src, im.mapping, scratch, self.stored_dtype, tags, label=label)
+            writes: list[Future] = []
             try:
                 if work is None:
-                    self._predict_into(tile, image, writer)
+                    decoded = self._decoder.take(local_tile)
+                    writes = self._predict_into(tile, image, writer, decoded)
                 else:
                     self._predict_resampled(tile, src, image, work, scratch, writer, label)
             except BaseException:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
-        return _TileMaps(tile, local_tile, stem, out, writer, grid)
+        return _TileMaps(tile, local_tile, stem, out, writer, grid, writes)
 
     def _predict_resampled(
         self,
@@ -245,7 +265,8 @@ class TileMapper:
         with on_grid(image, work, Resampling.bilinear) as vrt:
             inner = MapWriter(vrt, self.im.mapping, folder, self.stored_dtype, label=label)
             try:
-                self._predict_into(tile, vrt, inner)
+                for write in self._predict_into(tile, vrt, inner):
+                    write.result()
             except BaseException:
                 with suppress(DataError):  # the first error is the one to report
                     inner.close()
@@ -259,17 +280,23 @@ class TileMapper:
             ) from None
         shutil.rmtree(folder, ignore_errors=True)
 
-    def _predict_into(self, tile: str, src: Any, writer: MapWriter) -> None:
-        """Predicts a dataset on its own grid into a map writer (read, predict, write at once)."""
+    def _predict_into(
+        self, tile: str, src: Any, writer: MapWriter, decoded: TileSource | None = None
+    ) -> list[Future]:
+        """Predicts a dataset on its own grid into a map writer (read, predict, write at once).
+
+        Returns the writes still under way (in the mapper's writer thread), to wait for
+        before the maps are closed.
+        """
         im, options, predictor = self.im, self.options, self.predictor
         cuda = im.device.type == "cuda"
         height, width, bands = src.height, src.width, src.count
-        # decoded once, on every core, when it fits in memory
-        source = TileSource.open(src, tile, options.tile_memory)
+        # decoded once, on every core, when it fits in memory (or ahead, by prefetch)
+        source = TileSource.open(src, tile, options.tile_memory, decoded)
         predictor.prepare = dataset_normalizer(im, src, tile, source.stats)
         plan = predictor.plan(height, width)
         blender = predictor.blender(plan)
-        progress = _Progress(tile, height, width, options.log_every_s)
+        progress = RowProgress(tile, height, width, options.log_every_s)
 
         def read(i: int) -> tuple[torch.Tensor, np.ndarray]:
             a, b = plan.rows(i)
@@ -285,17 +312,23 @@ class TileMapper:
             probs = blender.add(pixels.to(im.device, non_blocking=True))
             if probs is None:
                 return None
-            classes, stored = encode_probs(probs, self.stored_dtype, overwrite=True)
             row, keep = plan.strip(i)
             progress.update(row + keep)
-            return EncodedStrip(row, classes, stored, valid)
+            return encode_strip(probs, self.stored_dtype, row, valid)
 
         with predictor.evaluating():
-            run_pipelined(len(plan), read, compute, writer.write)
+            return run_pipelined(len(plan), read, compute, writer.write, writer=self._writer)
 
     def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> TileResult:
         """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
         with work:
+            try:  # the tile's last strips, written while the next tile was predicted
+                for write in maps.writes:
+                    write.result()
+            except BaseException:
+                with suppress(DataError):  # the first error is the one to report
+                    maps.writer.close()
+                raise
             class_dst = maps.out / f"{maps.stem}_class.tif"
             prob_dst = maps.out / f"{maps.stem}_prob.tif" if self.options.probs else None
             maps.writer.publish(class_dst, prob_dst, self.options.prob_compress)
@@ -357,34 +390,5 @@ class _TileMaps:
     out: Path
     writer: MapWriter
     grid: Grid
-
-
-class _Progress:
-    """Logs a tile's progress every ``every_s`` seconds."""
-
-    def __init__(self, tile: str, height: int, width: int, every_s: float) -> None:
-        self.name = Path(tile).name
-        self.height, self.width, self.every_s = height, width, every_s
-        self.start = self.last = time.perf_counter()
-
-    def update(self, rows_done: int) -> None:
-        now = time.perf_counter()
-        if now - self.last < self.every_s:
-            return
-        self.last = now
-        done = rows_done / self.height
-        log.info(
-            "%s: %3.0f%% %.2f Mpx/s ETA %.0f s",
-            self.name,
-            100 * done,
-            rows_done * self.width / 1e6 / (now - self.start),
-            (now - self.start) * (1 - done) / max(done, 1e-9),
-        )
-
-
-def _no_crs(src: Any) -> str:
-    """How a tile without a CRS is mapped, for its log line."""
-    gcps = ground_control(src)
-    if gcps is None:
-        return "no CRS (the maps keep its pixel grid)"
-    return f"no CRS but {len(gcps[0])} GCPs in {gcps[1] or 'no CRS'} (the maps keep them)"
+    writes: list[Future]
+    """Strips still being written when the tile's prediction ended."""

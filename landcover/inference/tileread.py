@@ -10,6 +10,10 @@ window rows both come from that array. A larger tile (or a warped working-grid v
 GDAL resamples as it reads) is read strip by strip as before: the statistics in one pass, the
 rows as they are predicted, so memory stays bounded by the tile's width.
 
+In a region job the next tile is decoded while this one is predicted
+(:meth:`TileSource.decode`, called by :meth:`~landcover.inference.predict.TileMapper.prefetch`
+in a thread of its own): the device does not wait for a tile's decoding between tiles.
+
 Either way the rows, the no-data mask and the statistics are the same numbers: the same
 :func:`~landcover.data.raster.nodata_mask` policy, and exact integer band sums that do not
 depend on how the pixels are cut into strips.
@@ -42,18 +46,29 @@ class TileSource:
         src: The open dataset (a file, or a warped VRT of it on a working grid).
         name: The tile's path or URL, for messages.
         in_memory: Decode the whole tile into memory now (see :meth:`open`).
+        decoded: The tile already decoded (by :meth:`decode`, ahead of time): its pixels and
+            mask are used as they are.
 
     Raises:
         DataError: If the tile cannot be read.
     """
 
-    def __init__(self, src: Any, name: str, in_memory: bool) -> None:
+    def __init__(
+        self, src: Any, name: str, in_memory: bool, decoded: TileSource | None = None
+    ) -> None:
         self.src = src
         self.name = name
         self.height, self.width, self.bands = src.height, src.width, src.count
         self.pixels: np.ndarray | None = None
         self.nodata: np.ndarray | None = None
-        if in_memory:
+        self.measured: tuple[TileStats | None] | None = None
+        if decoded is not None and decoded.pixels is not None:
+            self.pixels, self.nodata, self.measured = (
+                decoded.pixels,
+                decoded.nodata,
+                decoded.measured,
+            )
+        elif in_memory:
             pixels = np.empty((self.height, self.width, self.bands), dtype=np.uint8)
             try:
                 # GDAL takes its decoding threads when a file is opened: open it again
@@ -71,13 +86,21 @@ class TileSource:
             self.pixels = pixels
 
     @classmethod
-    def open(cls, src: Any, name: str, limit: int = IN_MEMORY_BYTES) -> TileSource:
+    def open(
+        cls,
+        src: Any,
+        name: str,
+        limit: int = IN_MEMORY_BYTES,
+        decoded: TileSource | None = None,
+    ) -> TileSource:
         """The source of a tile: in memory when it is a file whose pixels fit in ``limit``.
 
         Args:
             src: The open dataset.
             name: The tile's path or URL, for messages.
             limit: Largest decoded size (bytes) held in memory.
+            decoded: The same tile decoded ahead of time (:meth:`decode`), used when it holds
+                pixels of ``src``'s shape.
 
         Returns:
             The source.
@@ -87,10 +110,36 @@ class TileSource:
         """
         warped = not isinstance(src, rasterio.io.DatasetReader)
         fits = src.height * src.width * src.count <= limit
-        return cls(src, name, in_memory=fits and not warped)
+        shape = (src.height, src.width, src.count)
+        if decoded is not None and (decoded.pixels is None or decoded.pixels.shape != shape):
+            decoded = None
+        return cls(src, name, in_memory=fits and not warped, decoded=decoded)
+
+    @classmethod
+    def decode(
+        cls, src: Any, name: str, limit: int = IN_MEMORY_BYTES, stats: bool = False
+    ) -> TileSource:
+        """A tile decoded ahead of time, for :meth:`open` to take (in another thread).
+
+        Args:
+            src: The tile, opened by the calling thread (and used by it alone).
+            name: The tile's path or URL, for messages.
+            limit: Largest decoded size (bytes) held in memory.
+            stats: Measure its band statistics too (``data.normalize: per_tile``).
+
+        Returns:
+            The source, with the pixels in memory where the tile fits (else nothing decoded).
+
+        Raises:
+            DataError: If the tile cannot be read.
+        """
+        source = cls.open(src, name, limit)
+        if stats and source.pixels is not None:
+            source.stats()
+        return source
 
     def stats(self) -> TileStats | None:
-        """The tile's band statistics over its valid pixels.
+        """The tile's band statistics over its valid pixels (measured once).
 
         Returns:
             The statistics, or ``None`` when no pixel has data.
@@ -98,6 +147,11 @@ class TileSource:
         Raises:
             DataError: If the tile cannot be read.
         """
+        if self.measured is None:
+            self.measured = (self._measure_stats(),)
+        return self.measured[0]
+
+    def _measure_stats(self) -> TileStats | None:
         if self.pixels is not None:
             return array_band_stats(self.pixels, self.nodata)
         try:

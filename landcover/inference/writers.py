@@ -45,7 +45,7 @@ from landcover.diskerrors import (
     output_failure,
 )
 from landcover.errors import DataError, first_line
-from landcover.fileio import make_temp_beside
+from landcover.fileio import SCRATCH_PREFIX, make_temp_beside
 from landcover.gdalnoise import quiet_gdal
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.encode import EncodedStrip
@@ -164,7 +164,7 @@ def scratch_folder(near: Path) -> Iterator[Path]:
     """
     with output_errors(near):
         near.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=".landcover-tmp-", dir=near))
+        folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=near))
     try:
         yield folder
     finally:
@@ -183,6 +183,21 @@ def ground_control(src: Any) -> tuple[list[GroundControlPoint], CRS] | None:
     """
     points, crs = src.gcps
     return (list(points), crs) if points and src.crs is None else None
+
+
+def no_crs_note(src: Any) -> str:
+    """How a tile without a CRS is mapped, for its log line.
+
+    Args:
+        src: The open tile.
+
+    Returns:
+        A few words: its pixel grid, or the GCPs the maps keep.
+    """
+    gcps = ground_control(src)
+    if gcps is None:
+        return "no CRS (the maps keep its pixel grid)"
+    return f"no CRS but {len(gcps[0])} GCPs in {gcps[1] or 'no CRS'} (the maps keep them)"
 
 
 class MapWriter:
@@ -284,6 +299,7 @@ class MapWriter:
         Raises:
             DataError: If GDAL cannot write (a full disk, say).
         """
+        strip.wait()  # a GPU's copies to the host, queued behind its work
         h, w = strip.valid.shape
         window = Window(0, strip.row, w, h)
         probs = strip.probs if self.prob is not None else None

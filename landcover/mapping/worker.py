@@ -8,14 +8,12 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 import traceback
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
 import rasterio
@@ -80,10 +78,7 @@ def _clean_stale(out: str) -> None:
     """Removes temporary files an interrupted job left in a local output folder."""
     if storage.is_remote(out) or not os.path.isdir(out):
         return
-    stale = [str(p) for p in remove_stale_temporaries(out)]
-    for folder in Path(out).glob(".landcover-tmp-*"):
-        shutil.rmtree(folder, ignore_errors=True)
-        stale.append(str(folder))
+    stale = remove_stale_temporaries(out)
     if stale:
         log.info("removed %d temporary file(s) an interrupted job left in %s", len(stale), out)
 
@@ -230,15 +225,20 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             finish(record, tile.entry)
 
     with TileMapper(ctx.im, ctx.options) as mapper:
-        while (claimed := board.claim()) is not None:
+        claimed = board.claim()
+        while claimed is not None and not board.stopped():  # a tile claimed ahead is left
             index = order[claimed]
             entry = entries[index]
             start = time.perf_counter()
+            # the next tile, claimed now and decoded while this one is predicted
+            claimed = board.claim()
             try:
                 found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
                 if found is not None:
                     finish(_record(entry, index, ctx, "skipped", found, start), entry)
                 else:
+                    if claimed is not None:
+                        mapper.prefetch(entries[order[claimed]].path)
                     future = mapper.submit(entry.path)
                     in_flight.append(_InFlight(entry, index, start, future))
             except OutputError:

@@ -216,3 +216,23 @@ def test_a_cuda_world_of_one_through_the_real_launcher() -> None:
         "sum": [1.0] * 3,
         "gathered": [{"rank": 0}],
     }
+
+
+@pytest.mark.parametrize("prob_dtype", ["uint8", "float32", None])
+def test_a_strip_encoded_on_the_device_equals_the_host_encoding(prob_dtype: str | None) -> None:
+    """The asynchronous copies to pinned host memory give the host encoding's arrays, once the
+    strip's ``wait`` has returned (the writer thread calls it)."""
+    from landcover.inference.encode import encode_probs, encode_strip
+
+    g = torch.Generator().manual_seed(3)
+    probs = torch.softmax(torch.randn(6, 40, 70, generator=g), dim=0)
+    valid = np.ones((40, 70), dtype=bool)
+    strip = encode_strip(probs.cuda(), prob_dtype, 5, valid)
+    assert strip.copied is not None  # not waited for by the device's thread
+    classes, stored = encode_probs(probs.clone(), prob_dtype)
+    strip.wait()
+    assert strip.row == 5 and np.array_equal(strip.classes, classes)
+    if prob_dtype is None:
+        assert strip.probs is None and stored is None
+    else:
+        assert strip.probs is not None and np.array_equal(strip.probs, stored)

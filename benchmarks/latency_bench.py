@@ -1,0 +1,257 @@
+"""Device busy: predict's pipeline with a stand-in model that takes a device's time per window.
+
+On a GPU node the question is not how fast the host maps with a free model
+(:mod:`ceiling_bench`) but whether the host keeps the GPU fed: whether reading, decoding,
+encoding and publishing overlap the device's work, or the device waits for them. Without a GPU
+this is measured with a **latency stand-in**: a model that returns fixed logits (as
+:class:`ceiling_bench.StandIn`) after sleeping for the time a device would take on the batch's
+pixels (``time.sleep`` releases the GIL, as a CUDA call's wait does: the host's other threads
+run meanwhile). Its "device" is busy while it sleeps.
+
+The host floor of this pipeline is measured first, in the same run: the seconds per tile of
+predict's own per-tile code (:class:`~landcover.inference.predict.TileMapper`, tiles back to
+back as a region job maps them, class and probability COGs, default window, overlap and batch
+of ``configs/default.yaml``) with the free stand-in, on the same cores. The latency stand-in
+then takes ``factor`` times that per tile: at a factor of 1 or more the device is the slower
+side and the host floor allows it to be busy all the time; below 1 the host is the slower side
+and allows ``factor`` of the time. ``busy`` is the sleeping time over the wall time of the
+steady state (the spacing of finished tiles, the first and the last tile left out, as
+:func:`ceiling_bench.sustained_once`); ``busy / allowed`` is the share of what the host floor
+allows that the pipeline gets. Blending, the softmax and the arg-max run on the CPU here (on a
+GPU they are device kernels), so the figure is a lower bound of what a GPU host gets.
+
+Every measurement runs in its own process pinned to the cores it is given (``sched_setaffinity``;
+torch's threads set to match), with the process settings of the ``landcover`` command.
+
+Usage: python benchmarks/latency_bench.py [--quick] [--out DIR] [--cache DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from ceiling_bench import FULL, QUICK, REPO, StandIn, _pin, make_tile, sustained_once
+from common import RESULTS, Goal, write_results
+from predict_bench import make_checkpoint
+
+from landcover.allocator import tune_allocator
+from landcover.inference.loader import load_inference_model
+from landcover.threads import ENV as OMP_ENV
+from landcover.threads import POLICY as OMP_POLICY
+
+FACTORS = (0.5, 1.25, 2.0)
+"""The stand-in device's seconds per tile, as multiples of the host floor's."""
+TILES = 6
+"""Tiles mapped back to back (after one untimed tile)."""
+BUSY_GOAL = 0.8
+
+
+class LatencyStandIn(StandIn):
+    """The fixed-logits stand-in, taking ``seconds_per_px`` of device time per input pixel.
+
+    The wait is a sleep: it releases the GIL, and the host's other threads (reading,
+    decoding, writing, publishing) run meanwhile, as they do while a GPU computes.
+
+    Args:
+        bands: Input bands.
+        classes: Output classes.
+        seconds_per_px: Device seconds per pixel of a batch (0: no wait).
+    """
+
+    def __init__(self, bands: int, classes: int, seconds_per_px: float) -> None:
+        super().__init__(bands, classes)
+        self.seconds_per_px = seconds_per_px
+        self.spans: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits of a normalised batch, after the device's time for its pixels."""
+        logits = super().forward(x)
+        if self.seconds_per_px:
+            start = time.perf_counter()
+            time.sleep(self.seconds_per_px * x.shape[0] * x.shape[2] * x.shape[3])
+            with self._lock:
+                self.spans.append((start, time.perf_counter()))
+        return logits
+
+    def busy_between(self, start: float, stop: float) -> float:
+        """Seconds the device was busy between two ``perf_counter`` times."""
+        with self._lock:
+            return sum(max(0.0, min(b, stop) - max(a, start)) for a, b in self.spans)
+
+
+def region_once(tile: Path, checkpoint: Path, out: Path, seconds_per_px: float) -> dict[str, Any]:
+    """Maps :data:`TILES` copies of the tile back to back with the (latency) stand-in, as a
+    region job's worker maps them (:func:`ceiling_bench.sustained_once`).
+
+    Returns:
+        The steady state's seconds per tile and the device's busy share over it.
+    """
+    im = load_inference_model(checkpoint, "cpu")
+    model = LatencyStandIn(len(im.config.data.bands), im.mapping.num_classes, seconds_per_px)
+    result = sustained_once(tile, checkpoint, out, True, TILES, model)
+    start, stop = result["steady_from"], result["steady_to"]
+    return {
+        "steady_seconds": result["steady_seconds"],
+        "busy": model.busy_between(start, stop) / (stop - start),
+        "pixels": _pixels_per_tile(tile),
+    }
+
+
+def _pixels_per_tile(tile: Path) -> int:
+    import rasterio
+
+    with rasterio.open(tile) as ds:
+        return ds.width * ds.height
+
+
+def _child(args: argparse.Namespace) -> None:
+    _pin(args.threads)
+    tune_allocator()
+    out = Path(tempfile.mkdtemp(prefix="lc-latency-"))
+    try:
+        row = region_once(Path(args.tile), Path(args.checkpoint), out, args.seconds_per_px)
+    finally:
+        subprocess.run(["rm", "-rf", str(out)], check=False)
+    print(json.dumps(row))
+
+
+def _measure(tile: Path, checkpoint: Path, threads: int, seconds_per_px: float) -> dict[str, Any]:
+    command = [sys.executable, __file__, "--child", "--threads", str(threads)]
+    command += ["--tile", str(tile), "--checkpoint", str(checkpoint)]
+    command += ["--seconds-per-px", repr(seconds_per_px)]
+    env = {**os.environ, OMP_ENV: OMP_POLICY}
+    result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, check=False)
+    if result.returncode != 0:
+        raise SystemExit(f"latency run failed:\n{result.stderr[-3000:]}")
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+def run(quick: bool, out: Path, cache: Path | None = None) -> list[Goal]:
+    """Measures the host floor, then the device's busy share at each factor.
+
+    Args:
+        quick: A 1,500 x 1,200 tile, no goals.
+        out: Results folder.
+        cache: Folder for the tile and the checkpoint (default: a temporary folder).
+
+    Returns:
+        The goals: busy >= 0.8 where the host floor allows the device to be busy throughout.
+    """
+    height, width = QUICK if quick else FULL
+    threads = min(2, len(os.sched_getaffinity(0)))
+    rows: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="lc-latency-") as tmp:
+        folder = cache or Path(tmp)
+        folder.mkdir(parents=True, exist_ok=True)
+        checkpoint = make_checkpoint(REPO / "configs" / "default.yaml", folder)
+        tile = make_tile(height, width, "deflate", folder)
+        floor = _measure(tile, checkpoint, threads, 0.0)
+        host_s = floor["steady_seconds"]
+        pixels = floor["pixels"]
+        rows.append(_row("host floor (free stand-in)", threads, 0.0, floor, None))
+        for factor in FACTORS:
+            # the device's time per input pixel: factor x the host's seconds per tile, over
+            # the pixels the windows cover (overlapping windows cover some twice)
+            seconds_per_px = factor * host_s / (pixels * _coverage(height, width))
+            result = _measure(tile, checkpoint, threads, seconds_per_px)
+            rows.append(_row(f"device {factor:g} x host", threads, factor, result, host_s))
+    held = [] if quick else _goals(rows)
+    extra = {"tile": f"{width} x {height}", "tiles": TILES, "factors": list(FACTORS)}
+    write_results("latency", rows, extra, out, held)
+    return held
+
+
+def _coverage(height: int, width: int) -> float:
+    """Window pixels per tile pixel for predict's default geometry (overlapping windows)."""
+    from landcover.config import load_config
+    from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
+
+    config = load_config(REPO / "configs" / "default.yaml")
+    window, overlap, batch = resolve_geometry(config.data.patch_size)
+    predictor = SlidingWindowPredictor(
+        torch.nn.Identity(), window, overlap, batch, lambda x: x, torch.device("cpu")
+    )
+    plan = predictor.plan(height, width)
+    return len(plan.ys) * len(plan.xs) * plan.window**2 / (height * width)
+
+
+def _row(
+    name: str, threads: int, factor: float, result: dict[str, Any], host_s: float | None
+) -> dict[str, Any]:
+    allowed = None if host_s is None else min(1.0, factor)
+    busy = None if host_s is None else result["busy"]
+    return {
+        "run": name,
+        "threads": threads,
+        "seconds_per_tile": round(result["steady_seconds"], 2),
+        "mpx_s": round(result["pixels"] / 1e6 / result["steady_seconds"], 2),
+        "device_s_per_tile": "" if host_s is None else round(factor * host_s, 2),
+        "busy": "" if busy is None else round(busy, 3),
+        "allowed": "" if allowed is None else round(allowed, 3),
+        "busy_of_allowed": "" if busy is None or not allowed else round(busy / allowed, 3),
+    }
+
+
+def _goals(rows: list[dict[str, Any]]) -> list[Goal]:
+    found = []
+    for r in rows:
+        if r["allowed"] == "":
+            continue
+        if r["allowed"] >= 1.0:
+            found.append(
+                Goal(
+                    "latency",
+                    f"device busy, {r['run']} (the host floor allows 1.0)",
+                    r["busy"],
+                    f">= {BUSY_GOAL}",
+                    r["busy"] >= BUSY_GOAL,
+                    f"{r['threads']} threads, {r['seconds_per_tile']} s a tile",
+                )
+            )
+        else:
+            found.append(
+                Goal(
+                    "latency",
+                    f"device busy / allowed, {r['run']}",
+                    r["busy_of_allowed"],
+                    "report",
+                    None,
+                    f"busy {r['busy']} of {r['allowed']} allowed",
+                )
+            )
+    return found
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--out", type=Path, help=f"results folder (default {RESULTS})")
+    parser.add_argument("--cache", type=Path, help="keep the tile and checkpoint here")
+    parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    parser.add_argument("--threads", type=int, default=1, help=argparse.SUPPRESS)
+    parser.add_argument("--seconds-per-px", type=float, default=0.0, help=argparse.SUPPRESS)
+    for key in ("tile", "checkpoint"):
+        parser.add_argument(f"--{key}", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(args)
+        return
+    out = args.out or (RESULTS / "quick" if args.quick else RESULTS)
+    run(args.quick, out, args.cache)
+
+
+if __name__ == "__main__":
+    main()
