@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import base64
 import json
+import os
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -19,6 +21,7 @@ from azurite import Azurite, free_port
 
 from landcover.checkpoint import Checkpoint
 from landcover.redaction import RedactingStream, redact, redact_tree
+from landcover.storage.credentials import misnamed_variables
 
 from conftest import REPO, run_cli, train_args
 
@@ -95,6 +98,45 @@ def test_redact_removes_environment_values_in_any_form() -> None:
     assert redact("account myaccount, best=0.9 st=3", env) == "account myaccount, best=0.9 st=3"
     # a glob wildcard is not a query
     assert redact("tiles/m_?.tif", env) == "tiles/m_?.tif"
+
+
+def test_redaction_reads_the_environment_while_another_thread_removes_variables(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Issue 42, item 1, in process: MLflow's telemetry thread removed a variable while the
+    redaction iterated ``os.environ`` (``items()`` lists the names, then looks each up), and a
+    ``KeyError`` surfaced at random. Here a thread sets and removes one variable without pause
+    while redact and misnamed_variables read a job-sized environment; the interpreter switches
+    threads every microsecond, so a pass over the environment is cut many times. With
+    ``os.environ`` in place of ``environ_snapshot()`` in either function this failed within
+    0.25 s (about a hundred passes); the CLI trainings in ``training/test_mlflow_tracking.py``
+    run the race end to end."""
+    for i in range(400):  # a cluster job's environment (Azure ML sets many AZUREML_* variables)
+        monkeypatch.setenv(f"AZUREML_JOB_SETTING_{i}", f"/mnt/azureml/cr/j/{i:032x}/exe/wd")
+    monkeypatch.setenv("AZURE_STORAGE_SAS_TOKEN", SAS_ENV)
+    monkeypatch.setenv("AZURE_STORAGE_KEY", FAKE_KEY)  # the az CLI's name: a misnamed variable
+    monkeypatch.delenv("AZURE_STORAGE_ACCOUNT_KEY", raising=False)
+    stop = threading.Event()
+
+    def remove_and_set() -> None:  # as MLflow's thread pops _MLFLOW_TELEMETRY_SESSION_ID
+        while not stop.is_set():
+            os.environ["_LANDCOVER_RACE_VARIABLE"] = "x"
+            os.environ.pop("_LANDCOVER_RACE_VARIABLE", None)
+
+    switch = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)
+    thread = threading.Thread(target=remove_and_set, daemon=True)
+    thread.start()
+    try:
+        for _ in range(500):
+            assert redact(f"token {SAS_ENV} done") == "token *** done"
+            hint = "AZURE_STORAGE_KEY is set but landcover reads AZURE_STORAGE_ACCOUNT_KEY"
+            assert hint in misnamed_variables()
+    finally:
+        stop.set()
+        thread.join()
+        sys.setswitchinterval(switch)
+        os.environ.pop("_LANDCOVER_RACE_VARIABLE", None)
 
 
 def test_redact_tree_and_stream(tmp_path: Path) -> None:
