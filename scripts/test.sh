@@ -17,5 +17,7 @@ export LANDCOVER_REQUIRE_HOROVOD=1
 if [[ "${LANDCOVER_TEST_PROCESSES:-auto}" != 0 ]]; then
   export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 fi
-# a test file stays on one process (--dist loadfile): its module fixtures are built once
-exec .venv/bin/python -m pytest -n "${LANDCOVER_TEST_PROCESSES:-auto}" --dist loadfile "$@"
+# a test file stays on one process (--dist loadfile): its module fixtures are built once; the
+# files are dealt in the order tests/conftest.py puts them, the slowest first (docs/tests.md)
+exec .venv/bin/python -m pytest -n "${LANDCOVER_TEST_PROCESSES:-auto}" --dist loadfile \
+    --no-loadscope-reorder "$@"

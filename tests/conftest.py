@@ -462,3 +462,45 @@ def checkpoint(trained_run: Path) -> Path:
 
 
 from azurite import azurite, azurite_private, no_azure_env  # noqa: F401,E402
+
+# The files that take longest, longest first (seconds of one test process, on 2 loaded cores,
+# 2026-11-28; docs/tests.md). Under pytest-xdist's --dist loadfile a process takes a whole
+# file, and xdist deals the files with the most tests first unless --no-loadscope-reorder
+# (scripts/test.sh passes it): a long file of few tests then came last and one process ran it
+# alone while the other sat idle. Dealt first, the many short files even out the end.
+SLOWEST_FILES_FIRST = (
+    "tests/parallel/test_scale_out.py",  # 492 s
+    "tests/mapping/test_predict_job.py",  # 462 s
+    "tests/cli/test_redaction.py",  # 365 s
+    "tests/parallel/test_horovod.py",  # 269 s
+    "tests/training/test_compile.py",  # 215 s
+    "tests/storage/test_blob_training.py",  # 173 s
+    "tests/inference/test_predict.py",  # 161 s
+    "tests/data/test_data_stats.py",  # 139 s
+    "tests/cli/test_bad_input.py",
+    "tests/training/test_mlflow.py",
+    "tests/cli/test_usage_errors.py",
+    "tests/training/test_train_cli.py",
+    "tests/training/test_train_refusals.py",
+    "tests/training/test_resume.py",
+    "tests/parallel/test_ddp.py",
+    "tests/training/test_profiling.py",
+    "tests/cli/test_interrupts.py",
+    "tests/cli/test_early_refusals.py",
+    "tests/models/test_weights.py",
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Puts the slowest files first (:data:`SLOWEST_FILES_FIRST`), the rest in their order."""
+    rank = {name: i for i, name in enumerate(SLOWEST_FILES_FIRST)}
+    last = len(rank)
+
+    def place(item: pytest.Item) -> int:
+        try:
+            name = item.path.relative_to(REPO).as_posix()
+        except ValueError:
+            return last
+        return rank.get(name, last)
+
+    items.sort(key=place)  # stable: a file's tests and the other files keep their order
