@@ -14,11 +14,18 @@ back as a region job maps them, class and probability COGs, default window, over
 of ``configs/default.yaml``) with the free stand-in, on the same cores. The latency stand-in
 then takes ``factor`` times that per tile: at a factor of 1 or more the device is the slower
 side and the host floor allows it to be busy all the time; below 1 the host is the slower side
-and allows ``factor`` of the time. ``busy`` is the sleeping time over the wall time of the
-steady state (the spacing of finished tiles, the first and the last tile left out, as
-:func:`ceiling_bench.sustained_once`); ``busy / allowed`` is the share of what the host floor
-allows that the pipeline gets. Blending, the softmax and the arg-max run on the CPU here (on a
-GPU they are device kernels), so the figure is a lower bound of what a GPU host gets.
+and allows ``factor`` of the time. Over the steady state (the spacing of finished tiles, the
+first and the last tile left out, as :func:`ceiling_bench.sustained_once`):
+
+- ``busy``: the stand-in's sleeping time over the wall time: the model alone;
+- ``thread_busy``: the device's thread at the device's work (the windows through the model,
+  blending, the softmax, the arg-max and the uint8 encoding: ``StripBlender.add`` and
+  ``encode_strip``) over the wall time. On a GPU all of that is device work, queued by this
+  thread; here blending and encoding run on the CPU in this thread, beside the sleep. What the
+  thread does not spend there, it waits for the host: for rows, for a writer or a publisher
+  falling behind, or between tiles. This is the goal's figure: ``>= 0.8`` where the host floor
+  allows the device to be busy throughout (factor >= 1);
+- ``busy / allowed``: the model's share of what the host floor allows.
 
 Every measurement runs in its own process pinned to the cores it is given (``sched_setaffinity``;
 torch's threads set to match), with the process settings of the ``landcover`` command.
@@ -36,6 +43,8 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +67,42 @@ TILES = 6
 BUSY_GOAL = 0.8
 
 
+class Spans:
+    """Time spans (``perf_counter`` pairs) recorded from any thread."""
+
+    def __init__(self) -> None:
+        self.spans: list[tuple[float, float]] = []
+        self._lock = threading.Lock()
+
+    def add(self, start: float, stop: float) -> None:
+        """Records a span."""
+        with self._lock:
+            self.spans.append((start, stop))
+
+    def between(self, start: float, stop: float) -> float:
+        """Seconds covered by the spans between two times (spans do not overlap)."""
+        with self._lock:
+            return sum(max(0.0, min(b, stop) - max(a, start)) for a, b in self.spans)
+
+    @contextmanager
+    def timing(self, owner: Any, name: str) -> Iterator[None]:
+        """Records every call of ``owner.name`` while inside (patched on ``owner``)."""
+        original = getattr(owner, name)
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original(*args, **kwargs)
+            finally:
+                self.add(start, time.perf_counter())
+
+        setattr(owner, name, timed)
+        try:
+            yield
+        finally:
+            setattr(owner, name, original)
+
+
 class LatencyStandIn(StandIn):
     """The fixed-logits stand-in, taking ``seconds_per_px`` of device time per input pixel.
 
@@ -73,8 +118,7 @@ class LatencyStandIn(StandIn):
     def __init__(self, bands: int, classes: int, seconds_per_px: float) -> None:
         super().__init__(bands, classes)
         self.seconds_per_px = seconds_per_px
-        self.spans: list[tuple[float, float]] = []
-        self._lock = threading.Lock()
+        self.sleeps = Spans()
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits of a normalised batch, after the device's time for its pixels."""
@@ -82,14 +126,8 @@ class LatencyStandIn(StandIn):
         if self.seconds_per_px:
             start = time.perf_counter()
             time.sleep(self.seconds_per_px * x.shape[0] * x.shape[2] * x.shape[3])
-            with self._lock:
-                self.spans.append((start, time.perf_counter()))
+            self.sleeps.add(start, time.perf_counter())
         return logits
-
-    def busy_between(self, start: float, stop: float) -> float:
-        """Seconds the device was busy between two ``perf_counter`` times."""
-        with self._lock:
-            return sum(max(0.0, min(b, stop) - max(a, start)) for a, b in self.spans)
 
 
 def region_once(tile: Path, checkpoint: Path, out: Path, seconds_per_px: float) -> dict[str, Any]:
@@ -99,13 +137,19 @@ def region_once(tile: Path, checkpoint: Path, out: Path, seconds_per_px: float) 
     Returns:
         The steady state's seconds per tile and the device's busy share over it.
     """
+    import landcover.inference.predict as predict_module
+    from landcover.inference.blend import StripBlender
+
     im = load_inference_model(checkpoint, "cpu")
     model = LatencyStandIn(len(im.config.data.bands), im.mapping.num_classes, seconds_per_px)
-    result = sustained_once(tile, checkpoint, out, True, TILES, model)
+    device = Spans()  # the device's thread at the device's work: windows, blending, encoding
+    with device.timing(StripBlender, "add"), device.timing(predict_module, "encode_strip"):
+        result = sustained_once(tile, checkpoint, out, True, TILES, model)
     start, stop = result["steady_from"], result["steady_to"]
     return {
         "steady_seconds": result["steady_seconds"],
-        "busy": model.busy_between(start, stop) / (stop - start),
+        "busy": model.sleeps.between(start, stop) / (stop - start),
+        "thread_busy": device.between(start, stop) / (stop - start),
         "pixels": _pixels_per_tile(tile),
     }
 
@@ -200,6 +244,7 @@ def _row(
         "mpx_s": round(result["pixels"] / 1e6 / result["steady_seconds"], 2),
         "device_s_per_tile": "" if host_s is None else round(factor * host_s, 2),
         "busy": "" if busy is None else round(busy, 3),
+        "thread_busy": round(result["thread_busy"], 3),
         "allowed": "" if allowed is None else round(allowed, 3),
         "busy_of_allowed": "" if busy is None or not allowed else round(busy / allowed, 3),
     }
@@ -214,11 +259,12 @@ def _goals(rows: list[dict[str, Any]]) -> list[Goal]:
             found.append(
                 Goal(
                     "latency",
-                    f"device busy, {r['run']} (the host floor allows 1.0)",
-                    r["busy"],
+                    f"device's thread busy, {r['run']} (the host floor allows 1.0)",
+                    r["thread_busy"],
                     f">= {BUSY_GOAL}",
-                    r["busy"] >= BUSY_GOAL,
-                    f"{r['threads']} threads, {r['seconds_per_tile']} s a tile",
+                    r["thread_busy"] >= BUSY_GOAL,
+                    f"model alone {r['busy']}; {r['threads']} threads, "
+                    f"{r['seconds_per_tile']} s a tile",
                 )
             )
         else:

@@ -52,7 +52,7 @@ from landcover.inference.encode import EncodedStrip
 from landcover.inference.overviews import OverviewPyramid
 from landcover.inference.pam import write_class_aux
 from landcover.redaction import redact_tree
-from landcover.threads import gdal_threads
+from landcover.threads import gdal_threads, usable_cores
 
 CLASS_NODATA = 255
 """Class-map value where the input has no data."""
@@ -286,7 +286,9 @@ class MapWriter:
                     self.prob.offsets = (0.0,) * len(names)
                 for i, name in enumerate(names, start=1):
                     self.prob.set_band_description(i, name)
-                self.pyramid = OverviewPyramid(prob_profile, scratch, "prob")
+                self.pyramid = OverviewPyramid(
+                    prob_profile, scratch, "prob", threads=usable_cores()
+                )
         self.histogram = np.zeros(256, dtype=np.int64)
         """Pixels written per class-map value (``CLASS_NODATA`` where the input has no data)."""
 

@@ -43,10 +43,15 @@ def _map(height: int, width: int, dtype: str) -> tuple[np.ndarray, np.ndarray, d
 
 
 def _build(
-    values: np.ndarray, valid: np.ndarray, profile: dict, folder: Path, nearest: bool = False
+    values: np.ndarray,
+    valid: np.ndarray,
+    profile: dict,
+    folder: Path,
+    nearest: bool = False,
+    threads: int = 1,
 ) -> list[Path]:
     """Feeds the map in strips of awkward heights (odd, a single row, the rest)."""
-    pyramid = OverviewPyramid(profile, folder, "prob", nearest=nearest)
+    pyramid = OverviewPyramid(profile, folder, "prob", nearest=nearest, threads=threads)
     height = values.shape[1]
     cuts = [0, 333, 430, 431, 433, 833, height]
     for a, b in itertools.pairwise(cuts):
@@ -55,10 +60,11 @@ def _build(
     return pyramid.paths
 
 
+@pytest.mark.parametrize("threads", [1, 2, 3])  # the first level's bands: 1, 1 + 2, 1 + 1 + 1
 @pytest.mark.parametrize("dtype", ["uint8", "float32"])
-def test_power_of_two_sizes_equal_gdal_average(tmp_path: Path, dtype: str) -> None:
+def test_power_of_two_sizes_equal_gdal_average(tmp_path: Path, dtype: str, threads: int) -> None:
     values, valid, profile = _map(1024, 768, dtype)
-    paths = _build(values, valid, profile, tmp_path)
+    paths = _build(values, valid, profile, tmp_path, threads=threads)
     reference = tmp_path / "reference.tif"
     with rasterio.open(reference, "w", **profile) as ds:
         ds.write(values)
@@ -90,9 +96,10 @@ def _halve(values: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarra
     return out, ok
 
 
-def test_odd_sizes_are_2x2_means_with_short_edges(tmp_path: Path) -> None:
+@pytest.mark.parametrize("threads", [1, 2])
+def test_odd_sizes_are_2x2_means_with_short_edges(tmp_path: Path, threads: int) -> None:
     values, valid, profile = _map(1111, 517, "uint8")
-    paths = _build(values, valid, profile, tmp_path)
+    paths = _build(values, valid, profile, tmp_path, threads=threads)
     assert [p.name for p in paths] == ["prob_ov2.tif", "prob_ov4.tif", "prob_ov8.tif"]
     for path in paths:
         values, valid = _halve(values, valid)
