@@ -335,7 +335,7 @@ def page() -> str:
         cell((config.__doc__ or "").split("\n\n", 1)[-1]),
         "",
         "Set a key in a YAML file (`optim: {lr: 0.001}`) or on the command line "
-        "(`--set optim.lr=0.001`); a nested key is dotted (`--set optim.loss.dice_weight=1`). "
+        "(`--set optim.lr=0.001`); a nested key is dotted (`--set optim.loss.terms.dice=1`). "
         "*Default* is the model's own default, which applies when neither the config file "
         "nor the command line sets the key; the shipped configs in `configs/` set many keys.",
         "",

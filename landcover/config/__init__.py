@@ -25,7 +25,7 @@ from landcover.config.loading import (
 )
 from landcover.config.model import ARCHITECTURES, LIST_DECODER_ARCHITECTURES, ModelConfig
 from landcover.config.optim import (
-    LOSS_TERMS,
+    DEFAULT_TERMS,
     ClassWeightScheme,
     LossConfig,
     LrScaling,
@@ -38,8 +38,8 @@ from landcover.config.run import RunConfig
 __all__ = [
     "ARCHITECTURES",
     "AUTO",
+    "DEFAULT_TERMS",
     "LIST_DECODER_ARCHITECTURES",
-    "LOSS_TERMS",
     "ClassWeightScheme",
     "Config",
     "DataConfig",

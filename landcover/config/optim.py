@@ -12,8 +12,11 @@ LrScaling = Literal["linear", "sqrt", "none"]
 """How the peak learning rate follows the global batch (``optim.lr_scaling``)."""
 
 
-LOSS_TERMS = ("ce_weight", "dice_weight", "focal_weight", "lovasz_weight", "tversky_weight")
-"""The weights of ``optim.loss``'s terms."""
+DEFAULT_TERMS = {"ce": 1.0}
+"""The terms ``optim.loss.terms`` merges its keys over: cross-entropy alone."""
+
+TERM_KEY_SUFFIX = "_weight"
+"""``optim.loss.<name>_weight`` (the keys before ``terms``) sets ``terms.<name>``."""
 
 
 ClassWeightScheme = Literal["median_frequency", "inverse_sqrt"]
@@ -23,19 +26,21 @@ ClassWeightScheme = Literal["median_frequency", "inverse_sqrt"]
 class LossConfig(Section):
     """The training loss: a weighted sum of terms that all ignore no-data pixels.
 
-    The terms are cross-entropy and, from ``segmentation_models_pytorch.losses``, Dice, focal,
-    Lovasz-softmax and Tversky (see :class:`landcover.training.losses.SegmentationLoss`); a
-    weight of 0 leaves a term out.
+    The terms are classes registered by name (:mod:`landcover.training.lossregistry`): built
+    in, ``ce`` (cross-entropy) and, from ``segmentation_models_pytorch.losses``, ``dice``,
+    ``focal``, ``lovasz`` (Lovasz-softmax) and ``tversky``; a weight of 0 leaves a term out.
+    The names are checked against the registry when training starts, not here: a checkpoint
+    trained with a term a plugin registered still loads for prediction without the plugin.
 
     Attributes:
-        ce_weight: Weight of the cross-entropy term.
-        dice_weight: Weight of the multi-class Dice term (0 disables it).
-        focal_weight: Weight of the focal term (smp's multi-class focal loss: one-vs-rest,
-            averaged over the classes; 0 disables it).
+        terms: Weight of each loss term by registered name, e.g. ``{ce: 1, dice: 1}``;
+            merged over ``{ce: 1}`` (set ``ce: 0`` to leave cross-entropy out). ``focal`` is
+            smp's multi-class focal loss (one-vs-rest, averaged over the classes),
+            ``lovasz`` a surrogate of the IoU of the classes present in the batch. The keys
+            of older configs, ``ce_weight``, ``dice_weight``, ``focal_weight``,
+            ``lovasz_weight``, ``tversky_weight`` (any ``<name>_weight``), still set a term
+            and win over ``terms``.
         focal_gamma: Focusing exponent of the focal term (0 gives one-vs-rest BCE).
-        lovasz_weight: Weight of the Lovasz-softmax term, a surrogate of the IoU of the
-            classes present in the batch (0 disables it).
-        tversky_weight: Weight of the Tversky term (0 disables it).
         tversky_alpha: Tversky's weight of false positives.
         tversky_beta: Tversky's weight of false negatives (``beta > alpha`` favours recall,
             what a rare class needs; ``alpha = beta = 0.5`` is Dice).
@@ -49,17 +54,38 @@ class LossConfig(Section):
         class_weight_cap: Largest weight ``auto`` gives a class (the smallest is its inverse).
     """
 
-    ce_weight: float = Field(1.0, ge=0.0)
-    dice_weight: float = Field(0.0, ge=0.0)
-    focal_weight: float = Field(0.0, ge=0.0)
+    terms: dict[str, float] = Field(default_factory=lambda: dict(DEFAULT_TERMS))
     focal_gamma: float = Field(2.0, ge=0.0)
-    lovasz_weight: float = Field(0.0, ge=0.0)
-    tversky_weight: float = Field(0.0, ge=0.0)
     tversky_alpha: float = Field(0.3, ge=0.0)
     tversky_beta: float = Field(0.7, ge=0.0)
     class_weights: list[float] | Literal["auto"] | None = None
     class_weight_scheme: ClassWeightScheme = "median_frequency"
     class_weight_cap: float = Field(10.0, ge=1.0)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _gather_terms(cls, data: Any) -> Any:
+        if not isinstance(data, dict):
+            return data
+        data = dict(data)
+        terms = data.get("terms", {})
+        if not isinstance(terms, dict):
+            raise ValueError(f"terms must map loss names to weights, not {terms!r}")
+        terms = {**DEFAULT_TERMS, **terms}
+        for key in [k for k in data if isinstance(k, str) and k.endswith(TERM_KEY_SUFFIX)]:
+            terms[key.removesuffix(TERM_KEY_SUFFIX)] = data.pop(key)
+        data["terms"] = terms
+        return data
+
+    @field_validator("terms")
+    @classmethod
+    def _weights(cls, terms: dict[str, float]) -> dict[str, float]:
+        for name, weight in terms.items():
+            if not name.isidentifier():
+                raise ValueError(f"{name!r} is not a loss name")
+            if weight < 0:
+                raise ValueError(f"the weight of {name!r} must be at least 0, not {weight}")
+        return terms
 
     @field_validator("class_weights", mode="before")
     @classmethod
@@ -68,8 +94,8 @@ class LossConfig(Section):
 
     @model_validator(mode="after")
     def _some_term(self) -> LossConfig:
-        if not any(getattr(self, key) > 0 for key in LOSS_TERMS):
-            raise ValueError(f"at least one of {', '.join(LOSS_TERMS)} must be positive")
+        if not any(weight > 0 for weight in self.terms.values()):
+            raise ValueError("at least one of terms must have a positive weight")
         if self.tversky_alpha + self.tversky_beta <= 0:
             raise ValueError("tversky_alpha + tversky_beta must be positive")
         return self

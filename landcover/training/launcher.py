@@ -29,6 +29,7 @@ from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
 from landcover.parallel.launch import report_worker_error
 from landcover.synthetic.sample import data_root
+from landcover.training.losses import check_terms
 from landcover.training.mlflow_log import mlflow_enabled
 from landcover.training.mlflow_store import check_tracking_store
 from landcover.training.resumecheck import check_resume
@@ -99,6 +100,7 @@ def train_main(config: Config) -> None:
         return
     setup_logging(DistEnv(), None)
     engine = engine_for(config.run)  # refuses options the engine cannot honour, before the data
+    check_terms(config.optim.loss.terms)  # an unregistered loss term: one line, nothing written
     if mlflow_enabled(config.run):
         check_tracking_store()  # installed and reachable, in seconds, before anything is written
     preflight(config)

@@ -1,9 +1,11 @@
-"""The segmentation loss: a weighted sum of cross-entropy and smp's losses, no-data ignored.
+"""The segmentation loss: a weighted sum of registered terms, no-data ignored.
 
-Every term skips :data:`~landcover.classes.IGNORE_INDEX` pixels: cross-entropy through its
-``ignore_index``, and the terms from ``segmentation_models_pytorch.losses`` (Dice, focal,
-Lovasz-softmax, Tversky) through theirs, so a no-data pixel changes neither the loss nor its
-gradient. ``class_weights: auto`` is resolved by :func:`frequency_weights`.
+``optim.loss.terms`` names the terms and their weights; each is a class registered by name
+(:mod:`.lossregistry`; the built-ins, cross-entropy and smp's Dice, focal, Lovasz-softmax and
+Tversky, in :mod:`.lossterms`, which this module imports, so the registry's functions are
+imported from here). Every term skips :data:`~landcover.classes.IGNORE_INDEX` pixels, so a
+no-data pixel changes neither the loss nor its gradient. ``class_weights: auto`` is resolved by
+:func:`frequency_weights`.
 """
 
 from __future__ import annotations
@@ -14,12 +16,19 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from segmentation_models_pytorch.losses import DiceLoss, FocalLoss, LovaszLoss, TverskyLoss
 from torch import nn
 
-from landcover.classes import IGNORE_INDEX
 from landcover.config import AUTO, ClassWeightScheme, LossConfig
-from landcover.training.fusedloss import CeDiceLoss
+from landcover.training import lossterms  # noqa: F401  (registers the built-in terms)
+from landcover.training.lossregistry import LossSpec as LossSpec
+from landcover.training.lossregistry import check_terms as check_terms
+from landcover.training.lossregistry import create_term as create_term
+from landcover.training.lossregistry import fused_form
+from landcover.training.lossregistry import loss_names as loss_names
+from landcover.training.lossregistry import loss_specs as loss_specs
+from landcover.training.lossregistry import register_fused as register_fused
+from landcover.training.lossregistry import register_loss as register_loss
+from landcover.training.lossregistry import unregister_loss as unregister_loss
 
 DEFAULT_CLASS_WEIGHT_CAP = 10.0
 """Default largest weight ``class_weights: auto`` gives a rare class (``class_weight_cap``)."""
@@ -29,8 +38,6 @@ CLASS_WEIGHT_RANGE = (1.0 / DEFAULT_CLASS_WEIGHT_CAP, DEFAULT_CLASS_WEIGHT_CAP)
 
 ABSENT_CLASS_WEIGHT = 1.0
 """Weight ``class_weights: auto`` gives a class with no training pixel (it adds no loss)."""
-
-MULTICLASS = "multiclass"
 
 
 def weight_bounds(cap: float) -> tuple[float, float]:
@@ -105,22 +112,12 @@ def frequency_weights(
     return weights
 
 
-class _Lovasz(LovaszLoss):
-    """smp's multi-class Lovasz-softmax, and 0 (with a zero gradient) for an all no-data batch."""
-
-    def forward(self, y_pred: torch.Tensor, y_true: torch.Tensor) -> torch.Tensor:
-        """Computes the loss (see :class:`LovaszLoss`)."""
-        if not bool((y_true != IGNORE_INDEX).any()):
-            return y_pred.sum() * 0.0
-        return super().forward(y_pred, y_true)
-
-
 @dataclass(frozen=True)
 class LossTerm:
     """One term of the loss.
 
     Attributes:
-        name: ``ce``, ``dice``, ``focal``, ``lovasz`` or ``tversky``.
+        name: A registered term (:func:`loss_names`).
         weight: Its factor in the sum.
     """
 
@@ -142,55 +139,31 @@ def build_terms(config: LossConfig, num_classes: int) -> dict[str, tuple[float, 
     """The loss terms a config switches on, each with its weight.
 
     Args:
-        config: Term weights and their parameters.
+        config: Term weights (``terms``) and their parameters.
         num_classes: Number of classes.
 
     Returns:
-        ``{name: (weight, module)}`` for the terms whose weight is positive; every module
-        maps ``(logits (B, K, H, W), target (B, H, W) int64)`` to a scalar and ignores
-        :data:`IGNORE_INDEX`.
+        ``{name: (weight, module)}`` for the terms whose weight is positive, in the order
+        they were registered (the built-ins first: ``ce``, ``dice``, ``focal``, ``lovasz``,
+        ``tversky``); every module maps ``(logits (B, K, H, W), target (B, H, W)
+        int64)`` to a scalar and ignores :data:`~landcover.classes.IGNORE_INDEX`.
 
     Raises:
         ValueError: If ``class_weights`` does not have one value per class, or is still
             ``auto`` (the trainer resolves it to numbers first).
+        ConfigError: If a term is not registered (one line listing those that are).
     """
+    check_terms(config.terms)
     weights = _class_weights(config, num_classes)
-    ignore = IGNORE_INDEX
-    makers = {
-        "ce": (
-            config.ce_weight,
-            lambda: nn.CrossEntropyLoss(
-                weight=None if weights is None else torch.tensor(weights, dtype=torch.float32),
-                ignore_index=ignore,
-            ),
-        ),
-        "dice": (
-            config.dice_weight,
-            lambda: DiceLoss(MULTICLASS, from_logits=True, ignore_index=ignore),
-        ),
-        "focal": (
-            config.focal_weight,
-            lambda: FocalLoss(
-                MULTICLASS, gamma=config.focal_gamma, ignore_index=ignore, class_weights=weights
-            ),
-        ),
-        "lovasz": (config.lovasz_weight, lambda: _Lovasz(MULTICLASS, ignore_index=ignore)),
-        "tversky": (
-            config.tversky_weight,
-            lambda: TverskyLoss(
-                MULTICLASS,
-                from_logits=True,
-                ignore_index=ignore,
-                alpha=config.tversky_alpha,
-                beta=config.tversky_beta,
-            ),
-        ),
+    active = [name for name in loss_names() if config.terms.get(name, 0.0) > 0]
+    return {
+        name: (config.terms[name], create_term(name, config, num_classes, weights))
+        for name in active
     }
-    return {name: (w, make()) for name, (w, make) in makers.items() if w > 0}
 
 
 class SegmentationLoss(nn.Module):
-    """The weighted sum of the configured loss terms, all skipping :data:`IGNORE_INDEX` pixels.
+    """The weighted sum of the configured loss terms, all skipping no-data pixels.
 
     Args:
         config: Term weights, their parameters and optional class weights.
@@ -206,17 +179,16 @@ class SegmentationLoss(nn.Module):
         built = build_terms(config, num_classes)
         self.terms = [LossTerm(name, weight) for name, (weight, _) in built.items()]
         self.losses = nn.ModuleDict({name: module for name, (_, module) in built.items()})
-        # the default terms (CE and/or Dice) in one pass: fewer kernels (issue 43)
-        fused = bool(built) and set(built) <= {"ce", "dice"}
+        # terms with a registered fused form (CE and/or Dice) in one pass: fewer kernels
+        form = fused_form(built)
         self.fused = (
-            CeDiceLoss(
+            None
+            if form is None
+            else form.build(
+                {name: weight for name, (weight, _) in built.items()},
                 num_classes,
-                built["ce"][0] if "ce" in built else 0.0,
-                built["dice"][0] if "dice" in built else 0.0,
                 _class_weights(config, num_classes),
             )
-            if fused
-            else None
         )
 
     def components(self, logits: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
@@ -240,8 +212,8 @@ class SegmentationLoss(nn.Module):
             target: ``(B, H, W)`` int64 class indices.
 
         Returns:
-            The scalar loss: the sum of each term times its weight (CE and Dice alone: one
-            fused pass, :class:`~landcover.training.fusedloss.CeDiceLoss`, equal to the terms').
+            The scalar loss: the sum of each term times its weight (terms with a registered
+            fused form, CE and Dice: one pass, equal to the terms').
         """
         if self.fused is not None:
             return self.fused(logits, target)

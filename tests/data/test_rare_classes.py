@@ -366,7 +366,7 @@ def test_training_with_class_balance_focal_and_lovasz_runs(
     )
     assert result.returncode == 0, result.stderr
     saved = (tmp_path / "run" / "config.yaml").read_text()
-    assert "class_balance: 0.5" in saved and "lovasz_weight: 0.5" in saved
+    assert "class_balance: 0.5" in saved and "lovasz: 0.5" in saved
 
 
 def test_an_older_config_with_oversample_rare_still_loads_with_class_balance_off(
@@ -393,4 +393,4 @@ def test_shipped_configs_turn_on_the_shift_and_rarity_defaults(name: str) -> Non
     assert config.optim.ema_decay > 0
     loss = config.optim.loss
     assert loss.class_weights == "auto" and loss.class_weight_scheme == "inverse_sqrt"
-    assert loss.ce_weight == 1.0 and loss.dice_weight == 1.0
+    assert loss.terms == {"ce": 1.0, "dice": 1.0}
