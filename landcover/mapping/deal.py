@@ -70,10 +70,12 @@ class TileBoard:
     Args:
         total: Tiles in the job.
         store: The job's store (``None``: counters kept in this process).
+        workers: Workers claiming tiles (for :meth:`claim_ahead`).
     """
 
-    def __init__(self, total: int, store: Any | None = None) -> None:
+    def __init__(self, total: int, store: Any | None = None, workers: int = 1) -> None:
         self.total = total
+        self.workers = workers
         self._store = store
         self._local: dict[str, int] = defaultdict(int)
         self._lock = threading.Lock()
@@ -95,6 +97,20 @@ class TileBoard:
             return None
         index = self._add("next", 1) - 1
         return index if index < self.total else None
+
+    def claim_ahead(self) -> int | None:
+        """Claims the tile after the one a worker is about to predict, to decode it meanwhile.
+
+        Only while at least as many tiles are unclaimed as there are workers: near the job's end a tile
+        held ahead by a busy worker would leave a free one idle, so there a worker claims its
+        next tile when it is free (:meth:`claim`).
+
+        Returns:
+            Its index in the job's list, or ``None`` (claim the next tile when free).
+        """
+        if self.stopped() or min(self._add("next", 0), self.total) + self.workers > self.total:
+            return None
+        return self.claim()
 
     def finish(self, status: str, cost: int = 0, pixels: int = 0) -> None:
         """Counts a finished tile.

@@ -42,6 +42,7 @@ from landcover.mapping.outputs import (
     output_paths,
     read_grid,
     read_stats,
+    tile_outputs,
     write_stats,
 )
 from landcover.mapping.overlaps import warn_overlaps
@@ -109,15 +110,14 @@ _MapsFound = tuple[Grid, ClassCounts, TileOutputs]
 
 def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
     """The maps of a tile whose outputs are complete, or ``None`` (predict it)."""
-    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview, ctx.options.probs)
+    outputs = output_paths(entry.path, ctx.options)
     try:
         grid = read_grid(entry.path)
     except Exception:  # an unreadable input: predicting it reports why
         return None
     num_classes = ctx.im.mapping.num_classes
-    reason = incomplete_reason(
-        grid, outputs, ctx.fingerprint.digest, num_classes, ctx.options.prob_dtype
-    )
+    check = ctx.fingerprint.check(grid, num_classes, ctx.options.prob_dtype)
+    reason = incomplete_reason(outputs, check, ctx.options.writers)
     if reason is not None:
         if not reason.endswith(": missing"):
             log.info("%s: predicting it again (%s)", entry.path, reason)
@@ -131,8 +131,9 @@ def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
 
 
 def _settle(result: TileResult, entry: TileEntry, ctx: _Context) -> _MapsFound:
-    """A predicted tile's record: grid and class counts from the writer, ``{stem}_stats.json``."""
-    outputs = output_paths(entry.path, str(ctx.options.out), ctx.options.preview, ctx.options.probs)
+    """A predicted tile's grid, counts and files (its map writers'); writes its stats file."""
+    stats = output_paths(entry.path, ctx.options).stats
+    outputs = tile_outputs(list(result.files), stats)
     write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, result.grid, result.counts)
     return result.grid, result.counts, outputs
 
@@ -231,7 +232,7 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             entry = entries[index]
             start = time.perf_counter()
             # the next tile, claimed now and decoded while this one is predicted
-            claimed = board.claim()
+            claimed = board.claim_ahead()
             try:
                 found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
                 if found is not None:
@@ -246,6 +247,7 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             except Exception as exc:
                 finish(_failed(entry, index, ctx, exc, start), entry)
             settle(block=False)
+            claimed = board.claim() if claimed is None else claimed
         settle(block=True)
     return records
 
@@ -367,7 +369,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         comm.wait_for_all()
         order = [i for i, e in enumerate(entries) if e.error is None]
         ctx = _Context(im, options, fingerprint, spec.job, env.rank, len(entries))
-        board = TileBoard(len(order), comm.JobStore() if env.distributed else None)
+        board = TileBoard(len(order), comm.JobStore() if env.distributed else None, env.world_size)
         if spec.job.fail_fast and len(order) < len(entries):
             board.stop()  # a tile failed its check: nothing starts
         total_cost = sum(entries[i].cost for i in order)

@@ -69,3 +69,23 @@ def test_skipped_tiles_count_as_finished_but_not_as_predicted_pixels() -> None:
     counts = board.counts()
     assert (counts.done, counts.skipped, counts.failed, counts.finished) == (1, 1, 1, 3)
     assert (counts.cost_done, counts.cost_finished, counts.pixels_done) == (7, 21, 49)
+
+
+def test_a_tile_is_claimed_ahead_only_while_every_other_worker_has_one_left(store) -> None:
+    """Two workers on one store, 5 tiles: worker A claims ahead while the unclaimed tiles are at
+    least the workers; past that it gets none ahead, and a claim when free still gets one."""
+    a, b = TileBoard(5, store, workers=2), TileBoard(5, store, workers=2)
+    got = [a.claim(), a.claim_ahead(), b.claim(), a.claim_ahead()]
+    # unclaimed before each claim ahead: 4 and 2 (>= 2 workers), then 1 (< 2): none ahead
+    assert got == [0, 1, 2, 3]
+    assert a.claim_ahead() is None and b.claim_ahead() is None
+    assert b.claim() == 4 and a.claim() is None
+    alone = TileBoard(3, workers=1)  # one worker never leaves another idle: always ahead
+    assert [alone.claim(), alone.claim_ahead(), alone.claim_ahead(), alone.claim_ahead()] == [
+        0,
+        1,
+        2,
+        None,
+    ]
+    a.stop()
+    assert TileBoard(5, store, workers=2).claim_ahead() is None  # a stopped job: none
