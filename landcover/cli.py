@@ -239,12 +239,21 @@ def predict(
         typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
     ] = "zstd",
     resolution: ResolutionOption = "train",
+    map_writer: Annotated[
+        str,
+        typer.Option(
+            help="Map writers, comma-separated: cog (class and probability COGs, previews; "
+            "always needed) and any other registered (docs/guide/extending.md)."
+        ),
+    ] = "cog",
 ) -> None:
     """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
 
     Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
     """
     from landcover.config import run_settings
+    from landcover.errors import DataError
+    from landcover.inference.mapwriters import parse_writers
     from landcover.inference.options import PredictOptions
     from landcover.inference.tta import parse_tta
     from landcover.mapping.job import run_predict_job
@@ -256,6 +265,10 @@ def predict(
     if prob_compress not in ("zstd", "deflate"):
         raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
     parse_tta(tta)  # a bad value is reported before any work
+    try:
+        writers = parse_writers(map_writer)
+    except DataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--map-writer") from None
     check_resolution(resolution)
     count = predict_workers(workers, device)
     if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
@@ -284,6 +297,7 @@ def predict(
         probs=probs,
         compile=compiled,
         resolution=resolution,
+        writers=writers,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
     run_predict_job(tiles, checkpoint, options, job, device, launch)

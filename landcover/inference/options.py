@@ -35,6 +35,8 @@ class PredictOptions:
         tile_memory: Largest decoded tile, in bytes, held whole in memory (decoded once, in
             parallel); a larger one is read row by row (see
             :mod:`landcover.inference.tileread`).
+        writers: The map writers, by registered name (:mod:`landcover.inference.mapwriters`):
+            ``cog`` (the class and probability COGs and the preview) and any others.
     """
 
     out: str
@@ -51,6 +53,7 @@ class PredictOptions:
     tags: dict[str, str] = field(default_factory=dict)
     resolution: str = "train"
     tile_memory: int = IN_MEMORY_BYTES
+    writers: tuple[str, ...] = ("cog",)
 
     def __post_init__(self) -> None:
         """Refuses an output URL that carries a SAS token before any work, as an input's.

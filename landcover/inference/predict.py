@@ -1,8 +1,9 @@
 """``landcover predict``: georeferenced land-cover maps of whole tiles in bounded memory.
 
 A tile is read one row of windows at a time, predicted with blended sliding windows, and
-written strip by strip; peak memory depends on the tile's width, not its area. Outputs per
-tile: ``{stem}_class.tif`` (COG, colour table, class names), ``{stem}_prob.tif`` (one band per
+handed strip by strip to its map writers (:mod:`landcover.inference.sinks`); peak memory
+depends on the tile's width, not its area. The ``cog`` writer's outputs per tile:
+``{stem}_class.tif`` (COG, colour table, class names), ``{stem}_prob.tif`` (one band per
 class; not with ``probs=False``) and ``{stem}_preview.png``.
 """
 
@@ -30,24 +31,20 @@ from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
+from landcover.inference.cogsink import CLASS, PREVIEW, PROBABILITIES, CogSink
 from landcover.inference.encode import EncodedStrip, encode_strip
 from landcover.inference.loader import InferenceModel, dataset_normalizer
+from landcover.inference.mapwriters import TileSinks, map_writers
 from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
-from landcover.inference.pam import AUX_SUFFIX
 from landcover.inference.pipeline import run_pipelined
-from landcover.inference.preview import write_preview
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
 from landcover.inference.results import ClassCounts, Grid, TileResult
+from landcover.inference.sinks import MapTarget
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
-from landcover.inference.writers import (
-    CLASS_NODATA,
-    MapWriter,
-    error_reason,
-    no_crs_note,
-    scratch_folder,
-)
+from landcover.inference.writers import CLASS_NODATA, MapWriter, no_crs_note
+from landcover.inference.writing import error_reason, scratch_folder
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
 from landcover.progress import RowProgress
@@ -83,7 +80,8 @@ class TileMapper:
 
     :meth:`submit` predicts a tile in the calling thread (the device's thread), reading ahead
     and writing behind in two more threads (:func:`~landcover.inference.pipeline.run_pipelined`),
-    into uncompressed scratch files. The slow rest of a tile's work (COG compression and
+    through the map writers (``options.writers``), the COGs into uncompressed scratch files.
+    The slow rest of a tile's work (COG compression and
     overviews, the preview, an upload) goes to a publisher thread and overlaps the next
     tile's prediction; at most one tile waits there, so scratch space stays at two tiles.
     A tile's maps exist once its future is done; :meth:`close` (or leaving the ``with``
@@ -106,6 +104,7 @@ class TileMapper:
     def __init__(self, im: InferenceModel, options: PredictOptions) -> None:
         self.im = im
         self.options = options
+        self.writers = map_writers(options.writers)
         window, overlap, batch = resolve_geometry(
             im.config.data.patch_size, options.window, options.overlap, options.batch_size
         )
@@ -232,7 +231,11 @@ class TileMapper:
             if work is not None:
                 tags["PREDICTED_PIXEL_SIZE_M"] = f"{self.resolution.metres:g}"
             label = str(out / stem)
-            writer = MapWriter(src, im.mapping, scratch, self.stored_dtype, tags, label=label)
+            target = MapTarget(
+                src, im.mapping, self.stored_dtype, tags, scratch, out, stem, label, local_tile,
+                im.bands, options,
+            )  # fmt: skip
+            writer = TileSinks.open(self.writers, target)
             writes: list[Future] = []
             try:
                 if work is None:
@@ -244,7 +247,7 @@ class TileMapper:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
-        return _TileMaps(tile, local_tile, stem, out, writer, grid, writes)
+        return _TileMaps(tile, writer, grid, writes)
 
     def _predict_resampled(
         self,
@@ -253,7 +256,7 @@ class TileMapper:
         image: Any,
         work: Any,
         scratch: Path,
-        writer: MapWriter,
+        writer: TileSinks,
         label: str,
     ) -> None:
         """Predicts a tile on a working grid, then writes its maps onto the tile's grid.
@@ -281,7 +284,7 @@ class TileMapper:
         shutil.rmtree(folder, ignore_errors=True)
 
     def _predict_into(
-        self, tile: str, src: Any, writer: MapWriter, decoded: TileSource | None = None
+        self, tile: str, src: Any, writer: Any, decoded: TileSource | None = None
     ) -> list[Future]:
         """Predicts a dataset on its own grid into a map writer (read, predict, write at once).
 
@@ -320,7 +323,7 @@ class TileMapper:
             return run_pipelined(len(plan), read, compute, writer.write, writer=self._writer)
 
     def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> TileResult:
-        """Turns a tile's scratch maps into COGs (and a preview), uploads them if remote."""
+        """Publishes a tile's maps (COGs, a preview, the other writers' files), uploads them."""
         with work:
             try:  # the tile's last strips, written while the next tile was predicted
                 for write in maps.writes:
@@ -329,38 +332,24 @@ class TileMapper:
                 with suppress(DataError):  # the first error is the one to report
                     maps.writer.close()
                 raise
-            class_dst = maps.out / f"{maps.stem}_class.tif"
-            prob_dst = maps.out / f"{maps.stem}_prob.tif" if self.options.probs else None
-            maps.writer.publish(class_dst, prob_dst, self.options.prob_compress)
-            preview = maps.out / f"{maps.stem}_preview.png"
-            if self.options.preview:
-                write_preview(
-                    maps.local_tile, class_dst, self.im.mapping, preview, bands=self.im.bands
-                )
-            class_map, prob_map = str(class_dst), None if prob_dst is None else str(prob_dst)
-            preview_map = str(preview) if self.options.preview else None
+            files = maps.writer.publish()
             counts = ClassCounts(
                 [int(n) for n in maps.writer.histogram[: self.im.mapping.num_classes]],
                 int(maps.writer.histogram[CLASS_NODATA]),
             )
             out = str(self.options.out)
-            if prob_dst is None:  # an earlier run's probabilities no longer fit the class map
-                storage.remove(storage.join(out, f"{maps.stem}_prob.tif"))
-            if storage.is_remote(out):
-                self._upload(class_map + AUX_SUFFIX, out)  # before the map: a complete map has it
-                class_map, prob_map, preview_map = (
-                    None if local is None else self._upload(local, out)
-                    for local in (class_map, prob_map, preview_map)
-                )
-        assert class_map is not None
+            if storage.is_remote(out):  # in order: a sidecar before its map
+                files = [f.moved(self._upload(f.path, out)) for f in files]
+        paths = {f.key: f.path for f in files if f.writer == CogSink.name}
         result = TileResult(
             maps.tile,
-            class_map,
-            prob_map,
-            preview_map,
+            paths[CLASS],
+            paths.get(PROBABILITIES),
+            paths.get(PREVIEW),
             maps.grid,
             counts,
             time.perf_counter() - start,
+            tuple(files),
         )
         log.info(
             "%s -> %s (%.1f Mpx in %.1f s, %.2f Mpx/s)",
@@ -385,10 +374,7 @@ class _TileMaps:
     """A tile's maps in scratch files, waiting to be published."""
 
     tile: str
-    local_tile: str
-    stem: str
-    out: Path
-    writer: MapWriter
+    writer: TileSinks
     grid: Grid
     writes: list[Future]
     """Strips still being written when the tile's prediction ended."""

@@ -7,7 +7,7 @@ job (:mod:`landcover.mapping`) builds its per-tile records from it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import rasterio
 from affine import Affine
@@ -112,6 +112,32 @@ class ClassCounts:
 
 
 @dataclass(frozen=True)
+class MapFile:
+    """One file a map writer wrote for a tile (or that a complete tile has).
+
+    Attributes:
+        path: The file: a local path, or a URL once uploaded.
+        writer: The map writer that writes it (its registered name, ``cog``...).
+        key: Its STAC asset key (``class``, ``probabilities``...), unique in a tile;
+            ``None`` for a sidecar that is no asset of its own (a map's ``.aux.xml``).
+        media_type: Its media type (``image/png``...).
+        role: Its STAC asset role: ``data``, ``overview`` or ``metadata``.
+        title: A few words for a STAC asset.
+    """
+
+    path: str
+    writer: str
+    key: str | None
+    media_type: str = ""
+    role: str = "data"
+    title: str = ""
+
+    def moved(self, path: str) -> MapFile:
+        """The same file at another path (its upload's URL, its place in the output folder)."""
+        return replace(self, path=path)
+
+
+@dataclass(frozen=True)
 class TileResult:
     """A predicted tile: its maps, grid, class counts and speed.
 
@@ -123,6 +149,8 @@ class TileResult:
         grid: The tile's grid (its maps lie on it).
         counts: Pixels per class of the class map, and no-data pixels.
         seconds: Wall time from the start of its prediction to its maps' publishing.
+        files: Every file its map writers wrote (the class map's and the others), in the
+            order they were published.
     """
 
     tile: str
@@ -132,6 +160,7 @@ class TileResult:
     grid: Grid
     counts: ClassCounts
     seconds: float
+    files: tuple[MapFile, ...] = ()
 
     @property
     def width(self) -> int:

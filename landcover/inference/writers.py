@@ -19,38 +19,30 @@ from __future__ import annotations
 import errno
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Iterator
-from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import rasterio
 import rasterio.shutil
-from rasterio._err import CPLE_BaseError
 from rasterio.control import GroundControlPoint
 from rasterio.crs import CRS
-from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
 from landcover.classes import ClassMapping
 from landcover.diskerrors import (
-    OutputError,
     disk_bytes,
     free_bytes,
     human_bytes,
-    output_errors,
     output_failure,
 )
-from landcover.errors import DataError, first_line
-from landcover.fileio import SCRATCH_PREFIX, make_temp_beside
-from landcover.gdalnoise import quiet_gdal
+from landcover.errors import DataError
+from landcover.fileio import make_temp_beside
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.encode import EncodedStrip
 from landcover.inference.overviews import OverviewPyramid
 from landcover.inference.pam import write_class_aux
+from landcover.inference.writing import write_errors
 from landcover.redaction import redact_tree
 from landcover.threads import gdal_threads, usable_cores
 
@@ -75,32 +67,6 @@ straight into GDAL's buffer, not through its block cache (the same bytes, a shor
 copy: ``benchmarks/publish_bench.py``)."""
 
 
-@contextmanager
-def write_errors(label: str, folder: Path | None = None) -> Iterator[None]:
-    """Turns GDAL and OS write errors into one line naming what was written.
-
-    GDAL's raw messages of the writes stay off the console (:func:`quiet_gdal`).
-
-    Args:
-        label: The map (or folder) named in the message.
-        folder: The output folder (default: ``label``'s parent).
-
-    Yields:
-        Nothing; wrap the writes.
-
-    Raises:
-        OutputError: If the folder is read-only, not writable or full.
-        DataError: If a write inside fails otherwise.
-    """
-    try:
-        with quiet_gdal(), output_errors(folder or Path(label).parent):
-            yield
-    except OutputError:
-        raise
-    except (RasterioError, CPLE_BaseError, OSError) as exc:
-        raise DataError(f"{label}: writing the maps failed ({error_reason(exc)})") from None
-
-
 def scratch_bytes(width: int, height: int, classes: int, prob_dtype: str | None) -> int:
     """Bytes a tile's uncompressed scratch maps take: classes, probabilities and overviews.
 
@@ -120,24 +86,6 @@ def scratch_bytes(width: int, height: int, classes: int, prob_dtype: str | None)
     return pixels + probs + probs // 3
 
 
-def error_reason(exc: BaseException) -> str:
-    """The first line of the innermost useful message of a chained GDAL / OS error.
-
-    Args:
-        exc: The exception (rasterio chains GDAL's own message as the cause).
-
-    Returns:
-        One line.
-    """
-    messages = []
-    current: BaseException | None = exc
-    while current is not None:
-        messages.append(first_line(current))
-        current = current.__cause__ or current.__context__
-    useful = [m for m in messages if "See previous exception" not in m]
-    return (useful or messages)[-1]
-
-
 def class_colormap(mapping: ClassMapping) -> dict[int, tuple[int, int, int, int]]:
     """The colour table of a class map: each class's colour; no-data and unused values transparent.
 
@@ -150,25 +98,6 @@ def class_colormap(mapping: ClassMapping) -> dict[int, tuple[int, int, int, int]
     table = {value: (0, 0, 0, 0) for value in range(256)}
     table.update({i: (*spec.rgb, 255) for i, spec in enumerate(mapping.classes)})
     return table
-
-
-@contextmanager
-def scratch_folder(near: Path) -> Iterator[Path]:
-    """A hidden scratch folder beside ``near`` (same file system), removed afterwards.
-
-    Args:
-        near: The destination folder.
-
-    Yields:
-        The scratch folder.
-    """
-    with output_errors(near):
-        near.mkdir(parents=True, exist_ok=True)
-        folder = Path(tempfile.mkdtemp(prefix=SCRATCH_PREFIX, dir=near))
-    try:
-        yield folder
-    finally:
-        shutil.rmtree(folder, ignore_errors=True)
 
 
 def ground_control(src: Any) -> tuple[list[GroundControlPoint], CRS] | None:
@@ -198,6 +127,29 @@ def no_crs_note(src: Any) -> str:
     if gcps is None:
         return "no CRS (the maps keep its pixel grid)"
     return f"no CRS but {len(gcps[0])} GCPs in {gcps[1] or 'no CRS'} (the maps keep them)"
+
+
+def finish_strip(strip: EncodedStrip, probs: bool, label: str) -> None:
+    """Makes a strip what every map stores: waits for its arrays, sets no-data in place.
+
+    Where the input has no data the class is :data:`CLASS_NODATA` and the probabilities 0.
+
+    Args:
+        strip: The encoded strip (its arrays are modified in place).
+        probs: Whether the maps hold probabilities (the strip must carry them).
+        label: Names the maps in the error.
+
+    Raises:
+        ValueError: If the maps hold probabilities and the strip has none.
+    """
+    strip.wait()  # a GPU's copies to the host, queued behind its work
+    if probs and strip.probs is None:
+        raise ValueError(f"{label}: a strip without the probabilities this map holds")
+    if not strip.valid.all():
+        invalid = ~strip.valid
+        strip.classes[invalid] = CLASS_NODATA
+        if probs and strip.probs is not None:
+            strip.probs[:, invalid] = 0
 
 
 class MapWriter:
@@ -293,7 +245,7 @@ class MapWriter:
         """Pixels written per class-map value (``CLASS_NODATA`` where the input has no data)."""
 
     def write(self, strip: EncodedStrip) -> None:
-        """Writes a strip of rows, with no-data where the input has none.
+        """Writes a strip of rows, with no-data where the input has none, and counts its classes.
 
         Args:
             strip: The encoded strip (its arrays are modified in place).
@@ -301,18 +253,22 @@ class MapWriter:
         Raises:
             DataError: If GDAL cannot write (a full disk, say).
         """
-        strip.wait()  # a GPU's copies to the host, queued behind its work
+        finish_strip(strip, self.prob is not None, self.label)
+        self.histogram += np.bincount(strip.classes.ravel(), minlength=256)
+        self.write_finished(strip)
+
+    def write_finished(self, strip: EncodedStrip) -> None:
+        """Writes a strip :func:`finish_strip` has finished (no-data set; not counted here).
+
+        Args:
+            strip: The finished strip.
+
+        Raises:
+            DataError: If GDAL cannot write (a full disk, say).
+        """
         h, w = strip.valid.shape
         window = Window(0, strip.row, w, h)
         probs = strip.probs if self.prob is not None else None
-        if self.prob is not None and probs is None:
-            raise ValueError(f"{self.label}: a strip without the probabilities this map holds")
-        if not strip.valid.all():
-            invalid = ~strip.valid
-            strip.classes[invalid] = CLASS_NODATA
-            if probs is not None:
-                probs[:, invalid] = 0
-        self.histogram += np.bincount(strip.classes.ravel(), minlength=256)
         with write_errors(self.label):
             self.cls.write(strip.classes, 1, window=window)
             self.class_pyramid.add(strip.classes[None], strip.valid)

@@ -16,6 +16,9 @@ size; the VRT resamples the others (nearest neighbour for classes, bilinear for
 probabilities). Tiles whose grid is not north-up (rotated, or flipped south-up) cannot be
 placed and are left out, with a warning; their own maps are written as any other.
 Where tiles overlap, the later tile in the job's order (by path) is drawn on top.
+
+The mosaics are of the ``cog`` writer's maps alone: a VRT's sources must be GeoTIFFs (rasters
+GDAL reads by window); another map writer's files (``--map-writer``) are in the STAC items.
 """
 
 from __future__ import annotations

@@ -4,7 +4,10 @@ A predict job is resumable because each map records what made it: a fingerprint 
 (a sha256 of its weights, with the bands, normalisation and classes the checkpoint applies)
 and of the options that change pixels (window, overlap, probability dtype, and test-time
 augmentation and resolution where predict offers them), written into every map's metadata
-(``LANDCOVER_FINGERPRINT``). A tile is complete, and skipped on a rerun, when
+(``LANDCOVER_FINGERPRINT``). A tile is complete, and skipped on a rerun, when every map
+writer of the job (``--map-writer``, :mod:`landcover.inference.sinks`) finds its files of the
+tile complete for the input's grid and this fingerprint. For the ``cog`` writer
+(:mod:`landcover.inference.cogsink`) that is when
 
 - its class and probability maps (the class map alone with ``--no-probs``) open, are Cloud
   Optimized GeoTIFFs as GDAL's COG driver writes them (``LAYOUT=COG`` as GDAL reports it,
@@ -15,8 +18,8 @@ augmentation and resolution where predict offers them), written into every map's
 - they carry this job's fingerprint; and
 - the preview exists, when the job writes previews.
 
-The check reads headers and one block per map, so it costs milliseconds per tile (a few range
-requests for blobs), against seconds to minutes for predicting it. ``{stem}_stats.json`` keeps
+The COG check reads headers and one block per map, so it costs milliseconds per tile (a few
+range requests for blobs), against seconds to minutes for predicting it. ``{stem}_stats.json`` keeps
 a tile's class counts, so a skipped tile's summary row needs no pass over its map (when it is
 missing or stale the class map is counted again).
 """
@@ -26,19 +29,17 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
-import rasterio
 import torch
 
 from landcover import storage
-from landcover.errors import first_line
-from landcover.inference.results import ClassCounts, Grid
+from landcover.inference.cogsink import CLASS, PREVIEW, PROBABILITIES, CogSink
+from landcover.inference.mapwriters import map_writers
+from landcover.inference.results import ClassCounts, Grid, MapFile
+from landcover.inference.sinks import TileCheck, open_dataset
 from landcover.mapping.acquired import DATE_TAGS, Acquired, from_name, from_tags
 from landcover.mapping.records import TileOutputs
 from landcover.mapping.tiles import output_stem
@@ -51,29 +52,40 @@ OPTIONS_TAG = "PREDICT_OPTIONS"
 PIXEL_OPTIONS = ("window", "overlap", "prob_dtype", "tta", "resolution")
 """The :class:`~landcover.inference.predict.PredictOptions` fields that change the maps'
 pixels (those predict has); a new option that changes pixels belongs here."""
-COG_BLOCK = 256
-"""Block size of the maps (``writers.publish_cog``): larger maps have overviews."""
 
 
-def output_paths(tile: str, out: str, preview: bool, probs: bool = True) -> TileOutputs:
-    """Where a tile's outputs go.
+def output_paths(tile: str, options: Any) -> TileOutputs:
+    """Where a tile's outputs go, as its map writers name them (``MapSink.expected``).
 
     Args:
         tile: The input image.
-        out: The output folder (path or URL).
-        preview: Whether the job writes previews.
-        probs: Whether the job writes probability maps.
+        options: The job's :class:`~landcover.inference.options.PredictOptions` (its output
+            folder, path or URL, and its writers).
 
     Returns:
         The paths (URLs for a blob folder).
     """
-    stem = output_stem(tile)
-    return TileOutputs(
-        class_map=storage.join(out, f"{stem}_class.tif"),
-        prob_map=storage.join(out, f"{stem}_prob.tif") if probs else None,
-        preview=storage.join(out, f"{stem}_preview.png") if preview else None,
-        stats=storage.join(out, f"{stem}_stats.json"),
-    )
+    stem, out = output_stem(tile), str(options.out)
+    files = [
+        file.moved(storage.join(out, file.path))
+        for writer in map_writers(options.writers)
+        for file in writer.expected(stem, options)
+    ]
+    return tile_outputs(files, storage.join(out, f"{stem}_stats.json"))
+
+
+def tile_outputs(files: list[MapFile], stats: str) -> TileOutputs:
+    """A tile's outputs from its map writers' files (what they wrote, or what it should have).
+
+    Args:
+        files: Every writer's files (paths or URLs), the ``cog`` writer's among them.
+        stats: ``{stem}_stats.json``.
+
+    Returns:
+        The outputs.
+    """
+    cog = {f.key: f.path for f in files if f.writer == CogSink.name}
+    return TileOutputs(cog[CLASS], cog.get(PROBABILITIES), cog.get(PREVIEW), stats, tuple(files))
 
 
 def weights_sha256(model: torch.nn.Module) -> str:
@@ -112,6 +124,19 @@ class Fingerprint:
         """A sha256 of all of it (hex, 32 characters)."""
         text = json.dumps(asdict(self), sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    def check(self, grid: Grid, num_classes: int, prob_dtype: str | None) -> TileCheck:
+        """What a tile's files must match to be complete for this fingerprint.
+
+        Args:
+            grid: The input's grid.
+            num_classes: Classes of the model.
+            prob_dtype: The probabilities' data type.
+
+        Returns:
+            The check the map writers apply (``MapSink.problem``).
+        """
+        return TileCheck(grid, {FINGERPRINT_TAG: self.digest}, num_classes, prob_dtype)
 
     def tags(self) -> dict[str, str]:
         """The metadata tags written into the maps."""
@@ -156,59 +181,6 @@ def make_fingerprint(im: Any, options: Any) -> Fingerprint:
     return Fingerprint(weights_sha256(im.model), model, pixel_options)
 
 
-@contextmanager
-def open_dataset(url: str) -> Iterator[rasterio.io.DatasetReader]:
-    """Opens a raster's header, locally or on blob storage (range reads, no download).
-
-    Args:
-        url: A path or URL.
-
-    Yields:
-        The open dataset.
-
-    Raises:
-        RasterioError, OSError, StorageError: If it cannot be opened.
-    """
-    if storage.is_remote(url):
-        fs, path = storage.filesystem(url)
-        with rasterio.open(path, opener=fs.open) as ds:
-            yield ds
-    else:
-        with rasterio.open(storage.parse(url).path) as ds:
-            yield ds
-
-
-def _map_problem(
-    ds: rasterio.io.DatasetReader, grid: Grid, bands: int, fingerprint: str, dtype: str | None
-) -> str | None:
-    """Why an open map is not a complete output for this grid and fingerprint, if it is not.
-
-    Everything is read from the file as GDAL reports it: the layout (``LAYOUT=COG``), the
-    block shapes, the overviews, the grid, bands and data type. (rasterio's
-    ``profile['tiled']`` is no guide: it is ``False`` for a tiled map exactly one block wide.)
-    """
-    if ds.driver != "GTiff" or ds.tags(ns="IMAGE_STRUCTURE").get("LAYOUT") != "COG":
-        return "not a Cloud Optimized GeoTIFF"
-    if any(shape != (COG_BLOCK, COG_BLOCK) for shape in ds.block_shapes):
-        return f"not in {COG_BLOCK} x {COG_BLOCK} px blocks"
-    if max(ds.width, ds.height) > COG_BLOCK and not ds.overviews(1):
-        return "has no overviews"
-    if Grid.of(ds) != grid:
-        return "not on the input's grid"
-    if ds.count != bands:
-        return f"has {ds.count} bands, not {bands}"
-    if dtype is not None and any(d != dtype for d in ds.dtypes):
-        return f"is {ds.dtypes[0]}, not {dtype}"
-    if ds.tags().get(FINGERPRINT_TAG) != fingerprint:
-        return "made by another model or with other options"
-    height, width = ds.block_shapes[0]
-    row = (ds.height - 1) // height * height
-    col = (ds.width - 1) // width * width
-    window = rasterio.windows.Window(col, row, ds.width - col, ds.height - row)
-    ds.read(1, window=window)  # the last block: a truncated file fails here
-    return None
-
-
 def acquisition(tile: str) -> Acquired | None:
     """When a tile's imagery was acquired: from its NAIP name, else its tags (:mod:`.acquired`).
 
@@ -239,44 +211,25 @@ def read_grid(tile: str) -> Grid:
         return Grid.of(ds)
 
 
-def incomplete_reason(
-    grid: Grid,
-    outputs: TileOutputs,
-    fingerprint: str,
-    num_classes: int,
-    prob_dtype: str | None = None,
-) -> str | None:
+def incomplete_reason(outputs: TileOutputs, check: TileCheck, writers: Any) -> str | None:
     """Why a tile's outputs are not complete, or ``None`` when they are (see the module).
 
+    Each map writer judges its own files (``MapSink.problem``).
+
     Args:
-        grid: The input's grid.
-        outputs: Where its outputs are.
-        fingerprint: This job's fingerprint digest.
-        num_classes: Bands of the probability map.
-        prob_dtype: Data type of the probability map (``None``: not checked).
+        outputs: Where its outputs are (:func:`output_paths`).
+        check: What they must match: the input's grid, this job's fingerprint tags, the
+            classes and the probabilities' data type.
+        writers: The job's map writer names.
 
     Returns:
         ``None`` when complete, else a short reason (``class map: missing``, ...).
     """
-    for what, url, bands, dtype in (
-        ("class map", outputs.class_map, 1, "uint8"),
-        ("probability map", outputs.prob_map, num_classes, prob_dtype),
-    ):
-        if url is None:  # --no-probs
-            continue
-        if not storage.is_remote(url) and not os.path.isfile(storage.parse(url).path):
-            return f"{what}: missing"
-        try:
-            with open_dataset(url) as ds:
-                problem = _map_problem(ds, grid, bands, fingerprint, dtype)
-        except FileNotFoundError:
-            problem = "missing"
-        except Exception as exc:  # any failure to open or read means: not complete
-            problem = f"unreadable ({first_line(exc, 200)})"
+    for writer in map_writers(writers):
+        files = [f for f in outputs.files if f.writer == writer.name]
+        problem = writer.problem(files, check)
         if problem:
-            return f"{what}: {problem}"
-    if outputs.preview is not None and not storage.is_file(outputs.preview):
-        return "preview: missing"
+            return problem if writer.name == CogSink.name else f"{writer.name}: {problem}"
     return None
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
-from landcover.inference.results import ClassCounts, Grid
+from landcover.inference.results import ClassCounts, Grid, MapFile
 from landcover.mapping.acquired import Acquired
 
 Status = Literal["done", "skipped", "failed", "not_run"]
@@ -21,17 +21,23 @@ Status = Literal["done", "skipped", "failed", "not_run"]
 class TileOutputs:
     """Where a tile's outputs are: paths or URLs.
 
+    The first three are the ``cog`` writer's (the mosaics and the summary read them);
+    ``files`` holds every map writer's files, those three among them.
+
     Attributes:
         class_map: ``{stem}_class.tif``.
         prob_map: ``{stem}_prob.tif`` (``None`` with ``--no-probs``).
         preview: ``{stem}_preview.png`` (``None`` with ``--no-preview``).
         stats: ``{stem}_stats.json``.
+        files: What the map writers wrote (a predicted tile) or what a complete tile has (a
+            skipped one), writer by writer (:mod:`landcover.inference.sinks`).
     """
 
     class_map: str
     prob_map: str | None
     preview: str | None
     stats: str
+    files: tuple[MapFile, ...] = ()
 
 
 @dataclass

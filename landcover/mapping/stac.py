@@ -6,7 +6,9 @@ WGS 84, with
 - the projection extension: the tile's CRS code (or WKT2), grid shape, transform and native
   bbox;
 - assets ``class`` (the class map), ``probabilities`` (not with ``--no-probs``), ``preview``
-  and ``stats``, with relative hrefs (the collection sits beside the maps), and a
+  and ``stats``, and one per file of each other map writer (``--map-writer``; the key, title,
+  media type and role it gives, :class:`~landcover.inference.results.MapFile`), with relative
+  hrefs (the collection sits beside the maps), and a
   ``derived_from`` link to the input image: relative to the collection's folder for a local
   input and a local output folder, else the input's URL (``file://`` for a local input of a
   remote output folder). Hrefs are URIs: a space or other reserved character in a name is
@@ -40,11 +42,11 @@ from rasterio.warp import transform as transform_points
 
 from landcover import storage
 from landcover.classes import ClassMapping
+from landcover.inference.cogsink import COG_TYPE
 from landcover.inference.writers import CLASS_NODATA
 from landcover.mapping.records import TileRecord
 from landcover.mapping.tiles import output_stem
 
-COG_TYPE = "image/tiff; application=geotiff; profile=cloud-optimized"
 UNKNOWN_START = datetime(1900, 1, 1, tzinfo=timezone.utc)
 """``start_datetime`` of an item whose acquisition time is unknown."""
 _EDGE_POINTS = 21
@@ -172,6 +174,13 @@ def tile_item(
         if href is not None:
             asset = pystac.Asset(_relative(href), title=title, media_type=media_type, roles=[role])
             item.add_asset(key, asset)
+    for file in outputs.files:  # the other map writers' (the cog writer's are above and below)
+        if file.key is not None and file.key not in ("class", "probabilities", "preview"):
+            title, media_type = file.title or None, file.media_type or None
+            asset = pystac.Asset(
+                _relative(file.path), title, media_type=media_type, roles=[file.role]
+            )
+            item.add_asset(file.key, asset)
     RasterExtension.ext(class_asset, add_if_missing=True).apply(
         [
             RasterBand.create(
