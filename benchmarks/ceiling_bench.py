@@ -189,6 +189,7 @@ def sustained_once(
     probs: bool,
     count: int = SUSTAINED_TILES,
     model: nn.Module | None = None,
+    decode_ahead: bool | None = None,
 ) -> dict[str, Any]:
     """Maps ``count`` copies of the tile back to back through one mapper (this process).
 
@@ -204,6 +205,7 @@ def sustained_once(
         probs: Write the probability map too.
         count: Timed tiles.
         model: The model to map with (default: the free :class:`StandIn`).
+        decode_ahead: The mapper's (default: as ``landcover predict`` decides, not on the CPU).
 
     Returns:
         The wall seconds per tile, the process's CPU seconds per tile, the steady state's
@@ -227,7 +229,7 @@ def sustained_once(
         copies.append(str(copy))
     options = PredictOptions(out=str(out / "maps"), preview=False, probs=probs)
     done: list[float] = []  # when each timed tile's maps were published
-    with TileMapper(im, options) as mapper:
+    with TileMapper(im, options, decode_ahead) as mapper:
         mapper.submit(copies[0]).result()
         cpu = time.process_time()
         start = time.perf_counter()

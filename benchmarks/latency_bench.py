@@ -144,7 +144,8 @@ def region_once(tile: Path, checkpoint: Path, out: Path, seconds_per_px: float) 
     model = LatencyStandIn(len(im.config.data.bands), im.mapping.num_classes, seconds_per_px)
     device = Spans()  # the device's thread at the device's work: windows, blending, encoding
     with device.timing(StripBlender, "add"), device.timing(predict_module, "encode_strip"):
-        result = sustained_once(tile, checkpoint, out, True, TILES, model)
+        # the next tile decoded ahead, as with the model on a GPU
+        result = sustained_once(tile, checkpoint, out, True, TILES, model, decode_ahead=True)
     start, stop = result["steady_from"], result["steady_to"]
     return {
         "steady_seconds": result["steady_seconds"],

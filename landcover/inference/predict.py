@@ -99,11 +99,18 @@ class TileMapper:
     Args:
         im: The loaded model.
         options: Output folder (path or URL) and settings.
+        decode_ahead: Act on :meth:`prefetch` hints. Default: with the model on a GPU only; on
+            the CPU the model's threads take every core and a tile decoded ahead only competes
+            with them (1.1 s more CPU a tile and 0.5 s slower on 2 cores,
+            ``benchmarks/ceiling_bench.py``'s sustained run, 2026-11-28).
     """
 
-    def __init__(self, im: InferenceModel, options: PredictOptions) -> None:
+    def __init__(
+        self, im: InferenceModel, options: PredictOptions, decode_ahead: bool | None = None
+    ) -> None:
         self.im = im
         self.options = options
+        self.decode_ahead = im.device.type != "cpu" if decode_ahead is None else decode_ahead
         self.writers = map_writers(options.writers)
         window, overlap, batch = resolve_geometry(
             im.config.data.patch_size, options.window, options.overlap, options.batch_size
@@ -150,7 +157,8 @@ class TileMapper:
         Args:
             tile: The image: a path or URL.
         """
-        self._decoder.start(tile)
+        if self.decode_ahead:
+            self._decoder.start(tile)
 
     def submit(self, tile: str) -> Future:
         """Predicts a tile now and publishes its maps in the background.

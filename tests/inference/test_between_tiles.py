@@ -91,7 +91,8 @@ def test_maps_with_tiles_decoded_ahead_equal_maps_without(checkpoint: Path, tmp_
     tiles = [str(_tile(tmp_path, f"t{i}", 200 + 50 * i, 260, seed=10 + i)) for i in range(3)]
     im = load_inference_model(checkpoint, "cpu")
     ahead, alone = tmp_path / "ahead", tmp_path / "alone"
-    with TileMapper(im, PredictOptions(str(ahead), preview=False, window=128)) as mapper:
+    options = PredictOptions(str(ahead), preview=False, window=128)
+    with TileMapper(im, options, decode_ahead=True) as mapper:  # as on a GPU
         futures = []
         for i, tile in enumerate(tiles):
             if i + 1 < len(tiles):
@@ -115,7 +116,7 @@ def test_a_bad_tile_hinted_ahead_fails_as_it_would_alone(checkpoint: Path, tmp_p
     broken.write_bytes(b"not a tiff")
     im = load_inference_model(checkpoint, "cpu")
     options = PredictOptions(str(tmp_path / "out"), preview=False)
-    with TileMapper(im, options) as mapper:
+    with TileMapper(im, options, decode_ahead=True) as mapper:
         mapper.prefetch(str(broken))
         mapper.submit(good).result()
         with pytest.raises(DataError) as hinted:
