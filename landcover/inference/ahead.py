@@ -8,7 +8,9 @@ works on this one, and hands the pixels to the tile's prediction when it starts
 (``benchmarks/latency_bench.py``).
 
 It is a hint: only a local file predicted on its own grid is decoded ahead, one tile at a
-time, and whatever goes wrong is left for the tile's own prediction to meet and report.
+time, and whatever goes wrong is left for the tile's own prediction to meet and report. The
+mapper acts on it with the model on a GPU only (``TileMapper(decode_ahead=...)``): on the CPU
+the model's threads take every core and decoding ahead only competes with them.
 """
 
 from __future__ import annotations

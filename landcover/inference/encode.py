@@ -90,14 +90,25 @@ def encode_probs(
         ``(classes, stored)``: ``(h, W)`` uint8 argmax and ``(K, h, W)`` stored probabilities
         (``None`` without ``prob_dtype``), numpy arrays on the host.
     """
-    classes = first_argmax(probs)
-    if prob_dtype is None:
+    classes, stored = _encoded(probs, prob_dtype, overwrite)
+    if stored is None:
         return classes.cpu().numpy(), None
+    # float32 probabilities are ``probs`` itself, a buffer its owner reuses: copied
+    return classes.cpu().numpy(), stored.to("cpu", copy=stored is probs).numpy()
+
+
+def _encoded(
+    probs: torch.Tensor, prob_dtype: str | None, overwrite: bool
+) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """Class indices and stored probabilities, as tensors where ``probs`` lives.
+
+    As :func:`encode_probs` encodes them; float32 probabilities are ``probs`` itself.
+    """
+    classes = first_argmax(probs)
     if prob_dtype != "uint8":
-        return classes.cpu().numpy(), probs.to("cpu", torch.float32, copy=True).numpy()
+        return classes, None if prob_dtype is None else probs
     scaled = probs.mul_(255.0) if overwrite else probs.mul(255.0)
-    stored = scaled.round_().to(torch.uint8)
-    return classes.cpu().numpy(), stored.cpu().numpy()
+    return classes, scaled.round_().to(torch.uint8)
 
 
 def encode_strip(
@@ -121,12 +132,7 @@ def encode_strip(
     if probs.device.type != "cuda":
         classes, stored = encode_probs(probs, prob_dtype, overwrite=True)
         return EncodedStrip(row, classes, stored, valid)
-    classes = first_argmax(probs)
-    stored = None
-    if prob_dtype == "uint8":
-        stored = probs.mul_(255.0).round_().to(torch.uint8)
-    elif prob_dtype is not None:
-        stored = probs
+    classes, stored = _encoded(probs, prob_dtype, overwrite=True)
     host = [_to_pinned(t) for t in (classes, stored) if t is not None]
     copied = torch.cuda.Event()
     copied.record()

@@ -10,7 +10,7 @@ window rows both come from that array. A larger tile (or a warped working-grid v
 GDAL resamples as it reads) is read strip by strip as before: the statistics in one pass, the
 rows as they are predicted, so memory stays bounded by the tile's width.
 
-In a region job the next tile is decoded while this one is predicted
+In a region job on a GPU the next tile is decoded while this one is predicted
 (:meth:`TileSource.decode`, called by :meth:`~landcover.inference.predict.TileMapper.prefetch`
 in a thread of its own): the device does not wait for a tile's decoding between tiles.
 

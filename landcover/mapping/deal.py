@@ -101,9 +101,9 @@ class TileBoard:
     def claim_ahead(self) -> int | None:
         """Claims the tile after the one a worker is about to predict, to decode it meanwhile.
 
-        Only while at least as many tiles are unclaimed as there are workers: near the job's end a tile
-        held ahead by a busy worker would leave a free one idle, so there a worker claims its
-        next tile when it is free (:meth:`claim`).
+        Only while at least as many tiles are unclaimed as there are workers: near the job's
+        end a tile held ahead by a busy worker would leave a free one idle, so there a worker
+        claims its next tile when it is free (:meth:`claim`).
 
         Returns:
             Its index in the job's list, or ``None`` (claim the next tile when free).

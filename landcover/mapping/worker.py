@@ -231,8 +231,8 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             index = order[claimed]
             entry = entries[index]
             start = time.perf_counter()
-            # the next tile, claimed now and decoded while this one is predicted
-            claimed = board.claim_ahead()
+            # the next tile, claimed now and decoded while this one is predicted (on a GPU)
+            claimed = board.claim_ahead() if mapper.decode_ahead else None
             try:
                 found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
                 if found is not None:
