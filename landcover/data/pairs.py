@@ -28,6 +28,10 @@ class TilePair:
     label: str
 
 
+SplitPairs = tuple[list[TilePair], list[TilePair]]
+"""``(train, val)`` pairs of a data configuration (:func:`split_pairs`)."""
+
+
 def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[TilePair]:
     """Finds ``{name}{image_suffix}`` / ``{name}{label_suffix}`` pairs in a folder or prefix.
 
@@ -165,7 +169,7 @@ def resolve_entry(folder: str, path: str) -> str:
     return storage.join(folder, path)
 
 
-def split_pairs(data: DataConfig, root: str) -> tuple[list[TilePair], list[TilePair]]:
+def split_pairs(data: DataConfig, root: str) -> SplitPairs:
     """Resolves the training and validation pairs of a data configuration.
 
     The validation set is, in order of precedence: the manifest's ``split`` column,

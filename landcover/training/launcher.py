@@ -19,7 +19,7 @@ import logging
 
 from landcover import storage
 from landcover.config import Config
-from landcover.data.pairs import split_pairs
+from landcover.data.pairs import SplitPairs, split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, SignalledError
@@ -39,15 +39,22 @@ from landcover.training.runstart import RunStart
 log = logging.getLogger("landcover")
 
 
-def preflight(config: Config) -> None:
+def preflight(config: Config, in_process: bool) -> SplitPairs:
     """Checks the data before workers start: pairs found, and (local data) every header.
 
-    Headers of local or NFS files are read without pixels. Remote (blob) files are only
-    listed here: reading their headers would download every tile in the launcher, and each
-    worker checks the files of its share when it fetches them.
+    Headers of local or NFS files are read without pixels, when the workers are other
+    processes. A worker run in this process reads every pair's pixels next, with the same
+    checks (and a refused run's files are removed, :mod:`~landcover.training.runstart`), so
+    each file is opened once a process. Remote (blob) files are only listed here: reading
+    their headers would download every tile in the launcher, and each worker checks the files
+    of its share when it fetches them.
 
     Args:
         config: The resolved configuration.
+        in_process: Whether the only worker runs in this process.
+
+    Returns:
+        The training and validation pairs, for a worker in this process.
 
     Raises:
         DataError: If the data folder has no pairs or a pair is unreadable or inconsistent.
@@ -57,7 +64,9 @@ def preflight(config: Config) -> None:
     bands = len(config.data.bands)
     pairs = train + val
     size = "remote, checked by each worker"
-    if not any(storage.is_remote(p.image) or storage.is_remote(p.label) for p in pairs):
+    if in_process:
+        size = "checked as the worker reads them"
+    elif not any(storage.is_remote(p.image) or storage.is_remote(p.label) for p in pairs):
         pixels = sum(h * w for h, w in (inspect_pair(p, bands) for p in pairs))
         size = f"{pixels / 1e6:.1f} Mpx"
     log.info(
@@ -69,6 +78,7 @@ def preflight(config: Config) -> None:
         config.data.classes.name,
         ", ".join(config.data.classes.names),
     )
+    return train, val
 
 
 def train_main(config: Config) -> None:
@@ -85,8 +95,9 @@ def train_main(config: Config) -> None:
         from landcover.training.worker import run_worker
 
         try:
-            check_resume(config)  # before the worker writes its log
-            run_worker(config, external)
+            folder = RunFolder(config.run.out, check=False)
+            check_resume(config, folder)  # before the worker writes its log
+            run_worker(config, external, folder)
         except Exception as exc:
             error = exc if isinstance(exc, LandcoverError) else uncaught_output_error(exc)
             if error is None:
@@ -103,12 +114,14 @@ def train_main(config: Config) -> None:
     check_terms(config.optim.loss.terms)  # an unregistered loss term: one line, nothing written
     if mlflow_enabled(config.run):
         check_tracking_store()  # installed and reachable, in seconds, before anything is written
-    preflight(config)
-    check_resume(config)  # a checkpoint trained with other settings: one line, nothing written
+    in_process = config.run.workers == 1 and config.run.nnodes == 1
+    pairs = preflight(config, in_process)
+    folder = RunFolder(config.run.out, check=False)  # this process's one run folder
+    check_resume(config, folder)  # a checkpoint trained with other settings: one line
     start = RunStart.capture(config.run.out)
     try:
-        RunFolder(config.run.out)  # a read-only, unwritable or full run folder: one line, now
-        _train(config, engine)
+        folder.check()  # a read-only, unwritable or full run folder: one line, now
+        _train(config, engine, folder, pairs if in_process else None)
     except SignalledError:  # an interrupted run keeps its logs
         raise
     except Exception:
@@ -118,19 +131,21 @@ def train_main(config: Config) -> None:
         raise
 
 
-def _train(config: Config, engine: Engine) -> None:
+def _train(config: Config, engine: Engine, folder: RunFolder, pairs: SplitPairs | None) -> None:
     """Trains in this process (one worker) or in worker processes, once the checks passed.
 
     Args:
         config: The resolved configuration.
         engine: The data-parallel engine.
+        folder: This process's run folder.
+        pairs: The pairs listed by :func:`preflight`, for a worker in this process.
     """
     # the model's libraries (smp, timm, torchvision: 2 s) load once the checks have passed
     from landcover.training.worker import run_worker, worker_entry
 
     run = config.run
     if run.workers == 1 and run.nnodes == 1:
-        run_worker(config, DistEnv())
+        run_worker(config, DistEnv(), folder, pairs)
         return
     engine.launch(worker_entry, config)
     log.info("done: run folder %s", run.out)

@@ -34,7 +34,7 @@ RESUME_SETTINGS = (
 them)."""
 
 
-def check_resume(config: Config) -> None:
+def check_resume(config: Config, folder: RunFolder) -> None:
     """Refuses a resume whose checkpoint does not fit the settings, before anything is written.
 
     The run folder's resume checkpoint (``last.pt``, else the newest ``epoch-NNNN.pt``) is
@@ -42,11 +42,12 @@ def check_resume(config: Config) -> None:
 
     Args:
         config: The command's configuration.
+        folder: The run folder (not yet created nor checked).
 
     Raises:
         CheckpointError: If the checkpoint cannot be loaded or was trained with other settings.
     """
-    path = find_resume_checkpoint(RunFolder(config.run.out, check=False), clean=False)
+    path = find_resume_checkpoint(folder, clean=False)
     if path is not None:
         check_fits(path, load_checkpoint(path).config, config)
 

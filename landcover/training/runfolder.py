@@ -23,8 +23,10 @@ class RunFolder:
 
     Args:
         out: The run folder: a path or a blob URL.
-        check: Create the local (or staging) folder and check that it can be written; without
-            it nothing is created (to look for a checkpoint before any file is written).
+        check: Create the local (or staging) folder and check that it can be written now;
+            without it nothing is created until :meth:`check` (to look for a checkpoint
+            before any file is written). A process builds its run folder once and hands it
+            down (launcher, worker, trainer).
 
     Raises:
         OutputError: If the (local or staging) folder cannot be created or written.
@@ -38,8 +40,19 @@ class RunFolder:
             self.local = cache_root() / "runs" / key
         else:
             self.local = Path(out)
+        self.checked = False
         if check:
+            self.check()
+
+    def check(self) -> None:
+        """Creates the local (or staging) folder and checks that it can be written, once.
+
+        Raises:
+            OutputError: If the folder cannot be created or written, or is full.
+        """
+        if not self.checked:
             check_output_folder(self.local)  # one line if read-only, not writable or full
+            self.checked = True
 
     def path(self, *parts: str) -> Path:
         """A local file of the run (in the staging folder for a remote run)."""

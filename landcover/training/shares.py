@@ -14,7 +14,7 @@ import torch
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, config_from_dict
 from landcover.data.normalize import TileStats
-from landcover.data.pairs import TilePair, split_pairs
+from landcover.data.pairs import SplitPairs, TilePair, split_pairs
 from landcover.data.raster import TileArrays
 from landcover.data.sharding import shard
 from landcover.data.stats import DataStats
@@ -91,7 +91,12 @@ class WorkerData:
 
 
 def load_worker_data(
-    config: Config, env: DistEnv, folder: RunFolder, device: torch.device, engine: Engine
+    config: Config,
+    env: DistEnv,
+    folder: RunFolder,
+    device: torch.device,
+    engine: Engine,
+    pairs: SplitPairs | None = None,
 ) -> WorkerData:
     """Loads the worker's share of the tiles and resolves ``auto`` data settings.
 
@@ -105,6 +110,7 @@ def load_worker_data(
         folder: The run folder (for a resumed run's checkpoint).
         device: The worker's device.
         engine: The engine the worker joined (its group reduces the statistics).
+        pairs: The training and validation pairs, if already listed in this process.
 
     Returns:
         The worker's data.
@@ -115,7 +121,7 @@ def load_worker_data(
     cfg = config.data
     mapping = cfg.classes
     root = data_root(cfg.root)
-    train_pairs, val_pairs = split_pairs(cfg, root)
+    train_pairs, val_pairs = pairs or split_pairs(cfg, root)
     bands = len(cfg.bands)
     mine = shard(train_pairs, env.rank, env.world_size)
     fetch = {

@@ -23,6 +23,7 @@ import torch
 from landcover.checkpoint import Checkpoint, load_checkpoint
 from landcover.config import Config, save_config
 from landcover.data.normalize import tile_normalizer
+from landcover.data.pairs import SplitPairs
 from landcover.errors import CheckpointError, TrainingError, first_line
 from landcover.feed.loader import EpochBatches, describe_feed, epoch_loader, resolve_loader_workers
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
@@ -76,6 +77,8 @@ class Trainer:
         device: The worker's device.
         callbacks: Further callbacks after the run folder's loggers (which log on rank 0
             only); these are called on every worker.
+        folder: The process's run folder (built here if not given).
+        pairs: The training and validation pairs, if already listed in this process.
     """
 
     def __init__(
@@ -85,11 +88,13 @@ class Trainer:
         engine: Engine,
         device: torch.device,
         callbacks: Sequence[Callback] = (),
+        folder: RunFolder | None = None,
+        pairs: SplitPairs | None = None,
     ) -> None:
         self.env = env
         self.engine = engine
         self.device = device
-        self.folder = RunFolder(config.run.out)
+        self.folder = folder or RunFolder(config.run.out)
         self.precision = choose_precision(device, config.run.bf16)
         self.autocast_dtype = self.precision.autocast_dtype
         self.channels_last = device.type == "cuda" and config.run.channels_last
@@ -97,7 +102,7 @@ class Trainer:
         self.geometry = BatchGeometry.from_optim(config.optim, env.world_size)
         self.reduce_device = device if device.type == "cuda" else torch.device("cpu")
         self.scaler = torch.amp.GradScaler(device.type) if self.precision.grad_scaling else None
-        self.data = load_worker_data(config, env, self.folder, device, engine)
+        self.data = load_worker_data(config, env, self.folder, device, engine, pairs)
         # the worker count as launched (an external launcher may differ from run.workers)
         self.resolved = Resolved(workers=env.world_size, stats=self.data.stats)
         self.config = self.resolved.apply(config)

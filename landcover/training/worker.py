@@ -16,6 +16,7 @@ import torch
 
 from landcover.allocator import tune_allocator
 from landcover.config import Config, config_from_dict
+from landcover.data.pairs import SplitPairs
 from landcover.errors import PeerFailureError, first_line
 from landcover.folderlock import folder_lock
 from landcover.logs import setup_logging
@@ -30,12 +31,18 @@ from landcover.training.trainer import Trainer
 log = logging.getLogger("landcover")
 
 
-def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
+def run_worker(
+    config: Config, env: DistEnv, folder: RunFolder | None = None, pairs: SplitPairs | None = None
+) -> dict[str, Any]:
     """Runs one training worker: binds its device, joins the job, trains, leaves.
 
     Args:
         config: The resolved configuration.
         env: The worker's place.
+        folder: The process's run folder, when the launcher runs in this process (else it is
+            built here, once a process).
+        pairs: The training and validation pairs, when the launcher listed them in this
+            process.
 
     Returns:
         The last epoch's record as plain data (empty if there was nothing to do).
@@ -43,7 +50,8 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     Raises:
         PeerFailureError: If a collective failed because another worker did.
     """
-    run_folder = RunFolder(config.run.out)
+    run_folder = folder or RunFolder(config.run.out)
+    run_folder.check()
     setup_logging(env, run_folder.local)
     threads = config.run.threads_per_worker or core_share(env.local_world_size)
     torch.set_num_threads(threads)
@@ -66,7 +74,7 @@ def run_worker(config: Config, env: DistEnv) -> dict[str, Any]:
     try:
         if env.rank == 0:  # the worker that cleans the run folder's temporaries
             lock.enter_context(folder_lock(run_folder.local))
-        record = Trainer(config, env, engine, device).run()
+        record = Trainer(config, env, engine, device, folder=run_folder, pairs=pairs).run()
         return record.to_dict() if record is not None else {}
     except Exception as exc:
         if not is_peer_failure(exc):
