@@ -111,8 +111,8 @@ def measure_band_stats(config: Config, folder: Path) -> Config:
     Returns:
         The configuration to train with.
     """
+    from landcover.data.measure import measure_pairs
     from landcover.data.pairs import discover_pairs
-    from landcover.data.stats import measure_pairs
 
     data = config.data
     if not data.stats_auto:

@@ -1,7 +1,7 @@
 """``landcover data stats``: measure a dataset's band statistics and class frequencies.
 
 :func:`run_stats` finds the pairs of a data folder or manifest (local or blob), measures them
-with :func:`landcover.data.stats.measure_pairs` (windowed reads, bounded memory), prints a
+with :func:`landcover.data.measure.measure_pairs` (windowed reads, bounded memory), prints a
 table and writes a YAML file that a config can ``include:``::
 
     # measured by landcover data stats DATA on DATE: N tiles, M valid pixels
@@ -23,8 +23,9 @@ import yaml
 
 from landcover import storage
 from landcover.classes import ClassMapping
+from landcover.data.measure import measure_pairs
 from landcover.data.pairs import TilePair, discover_pairs, read_manifest
-from landcover.data.stats import DataStats, measure_pairs
+from landcover.data.stats import DataStats
 from landcover.diskerrors import check_output_folder
 
 PROGRESS_EVERY_S = 10.0

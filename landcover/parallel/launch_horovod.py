@@ -24,7 +24,7 @@ from pathlib import Path
 from landcover.config import Config, save_config
 from landcover.errors import LandcoverError
 from landcover.parallel.horovod_install import INSTALL_HINT, import_horovod
-from landcover.parallel.launch import (
+from landcover.parallel.workerreports import (
     ERROR_DIR_ENV,
     describe_exit,
     reported_error,

@@ -27,7 +27,7 @@ from landcover.logs import setup_logging
 from landcover.parallel.engine import Engine
 from landcover.parallel.engines import engine_for
 from landcover.parallel.env import DistEnv, env_from_environ
-from landcover.parallel.launch import report_worker_error
+from landcover.parallel.workerreports import report_worker_error
 from landcover.synthetic.sample import data_root
 from landcover.training.losses import check_terms
 from landcover.training.mlflow_log import mlflow_enabled

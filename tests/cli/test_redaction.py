@@ -419,8 +419,8 @@ def test_node_setup_script_with_a_secret_is_refused_and_env_secrets_stay_out_of_
 def test_printed_lines_of_a_worker_are_redacted(tmp_path: Path) -> None:
     """A worker process (not only the CLI) wraps its output: its own prints are redacted."""
     code = (
-        "from landcover.parallel.launch import _guarded\n"
-        f"_guarded(lambda: print('worker says ?sig={URL_SIG}'))\n"
+        "from landcover.parallel.workerreports import run_guarded\n"
+        f"run_guarded(lambda: print('worker says ?sig={URL_SIG}'))\n"
     )
     result = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO

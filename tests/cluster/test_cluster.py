@@ -24,13 +24,8 @@ from landcover.cluster.azureml import (
 from landcover.cluster.azureml import environment as aml_env
 from landcover.cluster.azureml.settings import MLFLOW_EXTRA
 from landcover.cluster.plan import make_plan, node_layout, plan_lines
-from landcover.cluster.spec import (
-    ClusterError,
-    find_secret,
-    load_cluster,
-    parse_cluster,
-    secret_like,
-)
+from landcover.cluster.secrets import find_secret, secret_like
+from landcover.cluster.spec import ClusterError, load_cluster, parse_cluster
 from landcover.cluster.vmsizes import VM_SIZES, close_matches, find_vm_size
 from landcover.config import load_config
 from landcover.data.pairs import split_pairs

@@ -210,7 +210,7 @@ _MEMORY_PROBE = textwrap.dedent(
     import rasterio
     from landcover.classes import resolve_mapping
     from landcover.data.pairs import discover_pairs
-    from landcover.data.stats import measure_pairs
+    from landcover.data.measure import measure_pairs
 
     def status(key):  # bytes
         for line in open("/proc/self/status"):

@@ -20,10 +20,11 @@ from rasterio.transform import from_origin
 from landcover.classes import resolve_mapping
 from landcover.data.bandview import image_view
 from landcover.data.check import check_folder
+from landcover.data.measure import measure_pairs
 from landcover.data.pairs import TilePair
 from landcover.data.raster import nodata_mask, read_pair
 from landcover.data.resolution import on_grid
-from landcover.data.stats import DataStats, measure_pairs
+from landcover.data.stats import DataStats
 from landcover.errors import DataError
 
 from conftest import run_cli, write_with_alpha_band

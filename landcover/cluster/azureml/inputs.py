@@ -8,7 +8,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from landcover import storage
-from landcover.cluster.spec import ClusterError, find_secret
+from landcover.cluster.secrets import find_secret
+from landcover.cluster.spec import ClusterError
 from landcover.storage.credentials import ENV_ACCOUNT_NAME
 from landcover.storage.urls import protocol
 

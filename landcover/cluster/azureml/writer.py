@@ -26,8 +26,9 @@ from landcover.cluster.azureml.settings import (
     InputMode,
 )
 from landcover.cluster.plan import ClusterPlan
+from landcover.cluster.secrets import find_secret
 from landcover.cluster.setupscripts import setup_scripts
-from landcover.cluster.spec import ClusterError, ClusterSpec, check_setup_scripts, find_secret
+from landcover.cluster.spec import ClusterError, ClusterSpec, check_setup_scripts
 from landcover.diskerrors import check_output_folder
 from landcover.registry import ENGINES
 
