@@ -5,7 +5,8 @@
 - :mod:`~landcover.cluster.spec`: ``cluster.json`` (validated, never holding secrets).
 - :mod:`~landcover.cluster.secrets`: what counts as a secret in it (names and values).
 - :mod:`~landcover.cluster.plan`: nodes, processes, global batch, learning rate and each
-  worker's share of the data for a worker count (``landcover cluster plan``).
+  worker's share of the data for a worker count; :mod:`~landcover.cluster.planlines` prints it
+  (``landcover cluster plan``).
 - :mod:`~landcover.cluster.azureml`: Azure ML compute, environment and job files
   (``landcover cluster azureml``).
 """

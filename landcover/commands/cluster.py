@@ -34,7 +34,8 @@ def cluster_plan(
 
     The epoch time is a model estimate (ring all-reduce over the VM size's interconnect).
     """
-    from landcover.cluster.plan import make_plan, plan_lines, with_prediction
+    from landcover.cluster.plan import make_plan, with_prediction
+    from landcover.cluster.planlines import plan_lines
     from landcover.cluster.spec import load_cluster
     from landcover.config import load_config
 

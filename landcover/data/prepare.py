@@ -14,16 +14,14 @@ from __future__ import annotations
 import csv
 import glob
 import io
-import os
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
-import rasterio
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
@@ -38,11 +36,9 @@ from landcover.data.align import (
 from landcover.data.bandview import band_count_problem, image_view
 from landcover.data.raster import has_dataset_mask, has_nodata, nodata_mask, open_raster
 from landcover.data.staging import staged_folder
+from landcover.data.tilefiles import tile_profile, tile_windows, write_tile
 from landcover.errors import DataError
-from landcover.fileio import atomic_write_text, make_temp_beside, remove_stale_temporaries
-
-BLOCK = 256
-"""GeoTIFF block size of the written tiles."""
+from landcover.fileio import atomic_write_text, remove_stale_temporaries
 
 
 @dataclass
@@ -76,22 +72,6 @@ class PrepareSummary:
             f"of {total} tiles with under {min_valid:.0%} labelled pixels; "
             f"manifest {self.manifest}"
         )
-
-
-def tile_windows(width: int, height: int, tile_size: int) -> Iterator[tuple[int, int, Window]]:
-    """Cuts a raster into windows of ``tile_size`` pixels, row by row.
-
-    Args:
-        width: Raster width.
-        height: Raster height.
-        tile_size: Tile side; edge tiles are smaller.
-
-    Yields:
-        ``(row index, column index, window)``.
-    """
-    for r, row in enumerate(range(0, height, tile_size)):
-        for c, col in enumerate(range(0, width, tile_size)):
-            yield r, c, Window(col, row, min(tile_size, width - col), min(tile_size, height - row))
 
 
 def expand_paths(values: Sequence[str], what: str) -> list[str]:
@@ -146,54 +126,6 @@ def _check_image(path: str, ds: Any, bands: int | None) -> None:
         raise DataError(f"{path}: has dtype {ds.dtypes[0]}, expected uint8 imagery")
     if ds.crs is None:
         raise DataError(f"{path}: image has no CRS, so labels cannot be aligned with it")
-
-
-def _profile(ds: Any, window: Window, count: int, nodata: float | None) -> dict:
-    return {
-        "driver": "GTiff",
-        "width": int(window.width),
-        "height": int(window.height),
-        "count": count,
-        "dtype": "uint8",
-        "crs": ds.crs,
-        "transform": ds.window_transform(window),
-        "nodata": nodata,
-        "tiled": True,
-        "blockxsize": BLOCK,
-        "blockysize": BLOCK,
-        "compress": "deflate",
-    }
-
-
-def _write_geotiff(
-    path: Path,
-    array: np.ndarray,
-    profile: dict,
-    src: Any | None = None,
-    nodata: np.ndarray | None = None,
-) -> None:
-    """Writes a GeoTIFF atomically: a temporary file beside ``path``, then a rename.
-
-    ``nodata`` (bool, True where no data) is written as the file's internal mask.
-    """
-    tmp = make_temp_beside(path)
-    try:
-        env = rasterio.Env(GDAL_PAM_ENABLED="NO", GDAL_TIFF_INTERNAL_MASK=True)
-        with env, rasterio.open(tmp, "w", **profile) as dst:
-            dst.write(array)
-            if nodata is not None:
-                dst.write_mask(np.where(nodata, 0, 255).astype(np.uint8))
-            if src is not None:
-                dst.colorinterp = src.colorinterp
-                for band, text in enumerate(src.descriptions, start=1):
-                    if text:
-                        dst.set_band_description(band, text)
-            else:
-                dst.set_band_description(1, "land_cover")
-        os.replace(tmp, path)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
 
 
 def _tile_labels(
@@ -389,9 +321,9 @@ def _prepare_image(
         mask = nodata if nodata is not None and nodata.any() and has_dataset_mask(ds) else None
         image_path = out / f"{name}_naip.tif"
         label_path = out / f"{name}_lc.tif"
-        image_profile = _profile(ds, window, ds.count, ds.nodata)
+        image_profile = tile_profile(ds, window, ds.count, ds.nodata)
         if ds.count >= 3:
             image_profile["photometric"] = "RGB"
-        _write_geotiff(image_path, pixels, image_profile, src=ds, nodata=mask)
-        _write_geotiff(label_path, codes[None], _profile(ds, window, 1, LABEL_NODATA))
+        write_tile(image_path, pixels, image_profile, src=ds, nodata=mask)
+        write_tile(label_path, codes[None], tile_profile(ds, window, 1, LABEL_NODATA))
         summary.written.append((image_path, label_path))

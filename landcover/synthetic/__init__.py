@@ -4,9 +4,11 @@ From the ground up:
 
 1. :mod:`.curves` draws the noise fields, curves (roads, rivers) and masks the worlds are made of.
 2. :mod:`.landscape` lays out a scene's land cover as appearance codes: forest, fields, lakes,
-   a river, roads, settlements of buildings and parking lots.
+   a river, roads, settlements of buildings and parking lots; :mod:`.nodatamasks` the places
+   without data.
 3. :mod:`.synthetic` renders the codes as imagery with a spectrum and texture per class and
-   writes the GeoTIFF pairs: the ``easy`` world (``landcover data synth OUT``).
+   writes the GeoTIFF pairs (:mod:`.tiffile`): the ``easy`` world (``landcover data synth
+   OUT``).
 4. :mod:`.flights` holds the radiometry of a NAIP flight (season, shadows, blur, calibration,
    haze, noise, JPEG) and :mod:`.shifted` builds the ``shifted`` world from it
    (``landcover data synth OUT --profile shifted``): train, validation and test tiles from

@@ -13,11 +13,9 @@ Chesapeake zone): ``{name}_naip.tif`` (4 bands uint8, nodata 0) and ``{name}_lc.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
-import rasterio
 from rasterio.transform import Affine
 from scipy.ndimage import gaussian_filter
 
@@ -35,8 +33,9 @@ from landcover.synthetic.landscape import (
     TREE,
     WATER,
     land_cover,
-    nodata_masks,
 )
+from landcover.synthetic.nodatamasks import nodata_masks
+from landcover.synthetic.tiffile import block_size, write_tif
 
 CHESAPEAKE_NODATA: int = 15
 """Label code of no-data pixels in Chesapeake land-cover rasters."""
@@ -226,38 +225,6 @@ def synthesize_scene(
     return image, label
 
 
-def _block_size(n: int) -> int:
-    """GeoTIFF block size along one axis: 256, else the largest multiple of 16 that fits."""
-    return 256 if n >= 256 else (n // 16) * 16
-
-
-def _write_tif(path: Path, array: np.ndarray, profile: dict, descriptions: list[str]) -> None:
-    """Writes a GeoTIFF atomically (temporary file in the same folder, then rename).
-
-    Raises:
-        OutputError: If the folder is read-only, not writable or full (GDAL's own messages
-            stay off the console).
-    """
-    from landcover.diskerrors import output_errors
-    from landcover.gdalnoise import quiet_gdal
-
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    try:
-        with (
-            quiet_gdal(),
-            output_errors(path.parent),
-            rasterio.Env(GDAL_PAM_ENABLED="NO"),
-            rasterio.open(tmp, "w", **profile) as dst,
-        ):
-            dst.write(array)
-            for band, text in enumerate(descriptions, start=1):
-                dst.set_band_description(band, text)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
-
-
 def write_pair(
     out_dir: Path,
     name: str,
@@ -300,20 +267,20 @@ def write_pair(
         "transform": Affine(1.0, 0.0, float(origin[0]), 0.0, -1.0, float(origin[1])),
         "compress": "deflate",
     }
-    bx, by = _block_size(width), _block_size(height)
+    bx, by = block_size(width), block_size(height)
     if bx >= 16 and by >= 16:
         common.update(tiled=True, blockxsize=bx, blockysize=by)
     else:
         common["tiled"] = False
     image_path = out_dir / f"{name}_naip.tif"
     label_path = out_dir / f"{name}_lc.tif"
-    _write_tif(
+    write_tif(
         image_path,
         image,
         {**common, "count": 4, "nodata": IMAGE_NODATA, "photometric": "RGB", "alpha": "NO"},
         ["red", "green", "blue", "nir"],
     )
-    _write_tif(
+    write_tif(
         label_path,
         label[None],
         {**common, "count": 1, "nodata": CHESAPEAKE_NODATA},

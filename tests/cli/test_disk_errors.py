@@ -364,14 +364,14 @@ def test_log_file_handler_reports_once_and_stops(
 
 def test_gdal_write_failure_is_quiet(tiny_disk: Path, capfd: pytest.CaptureFixture) -> None:
     """A GeoTIFF that cannot fit: one DiskFullError, nothing printed by libtiff or GDAL."""
-    from landcover.synthetic.synthetic import _write_tif
+    from landcover.synthetic.tiffile import write_tif
 
     fill_leaving(tiny_disk, 200_000)
     profile = {"driver": "GTiff", "width": 1024, "height": 1024, "count": 4, "dtype": "uint8"}
     profile.update(crs="EPSG:26918", transform=rasterio.transform.from_origin(0, 1024, 1, 1))
     noise = np.random.default_rng(0).integers(0, 255, (4, 1024, 1024), dtype=np.uint8)
     with pytest.raises(DiskFullError, match=str(tiny_disk)):
-        _write_tif(tiny_disk / "x.tif", noise, profile, ["r", "g", "b", "nir"])
+        write_tif(tiny_disk / "x.tif", noise, profile, ["r", "g", "b", "nir"])
     captured = capfd.readouterr()
     assert captured.err == "" and captured.out == "", captured.err
     assert not (tiny_disk / "x.tif").exists()

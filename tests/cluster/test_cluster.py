@@ -23,7 +23,8 @@ from landcover.cluster.azureml import (
 )
 from landcover.cluster.azureml import environment as aml_env
 from landcover.cluster.azureml.settings import MLFLOW_EXTRA
-from landcover.cluster.plan import make_plan, node_layout, plan_lines
+from landcover.cluster.plan import make_plan, node_layout
+from landcover.cluster.planlines import plan_lines
 from landcover.cluster.secrets import find_secret, secret_like
 from landcover.cluster.spec import ClusterError, load_cluster, parse_cluster
 from landcover.cluster.vmsizes import VM_SIZES, close_matches, find_vm_size

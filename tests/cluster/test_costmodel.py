@@ -11,7 +11,8 @@ import pytest
 
 from landcover.cluster import costmodel as cm
 from landcover.cluster import gpus
-from landcover.cluster.plan import make_plan, plan_lines, with_prediction
+from landcover.cluster.plan import make_plan, with_prediction
+from landcover.cluster.planlines import plan_lines
 from landcover.cluster.spec import parse_cluster
 from landcover.cluster.vmsizes import VM_SIZES
 from landcover.config import load_config

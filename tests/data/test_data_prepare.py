@@ -13,8 +13,9 @@ from rasterio.windows import Window
 
 from landcover.classes import IGNORE_INDEX, resolve_mapping
 from landcover.data.pairs import TilePair
-from landcover.data.prepare import prepare_tiles, tile_windows
+from landcover.data.prepare import prepare_tiles
 from landcover.data.raster import read_pair
+from landcover.data.tilefiles import tile_windows
 from landcover.errors import DataError
 from landcover.synthetic.synthetic import synthesize_scene
 
