@@ -33,6 +33,7 @@ from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
 from landcover.inference.cogsink import CLASS, PREVIEW, PROBABILITIES, CogSink
 from landcover.inference.encode import EncodedStrip, encode_strip
+from landcover.inference.georef import no_crs_note
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.mapwriters import TileSinks, map_writers
 from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
@@ -43,7 +44,7 @@ from landcover.inference.sinks import MapTarget
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
-from landcover.inference.writers import CLASS_NODATA, MapWriter, no_crs_note
+from landcover.inference.writers import CLASS_NODATA, MapWriter
 from landcover.inference.writing import error_reason, scratch_folder
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast

@@ -20,13 +20,10 @@ import errno
 import json
 import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import rasterio
 import rasterio.shutil
-from rasterio.control import GroundControlPoint
-from rasterio.crs import CRS
 from rasterio.windows import Window
 
 from landcover.classes import ClassMapping
@@ -40,6 +37,7 @@ from landcover.errors import DataError
 from landcover.fileio import make_temp_beside
 from landcover.inference.cogcheck import check_complete
 from landcover.inference.encode import EncodedStrip
+from landcover.inference.georef import ground_control
 from landcover.inference.overviews import OverviewPyramid
 from landcover.inference.pam import write_class_aux
 from landcover.inference.writing import write_errors
@@ -98,35 +96,6 @@ def class_colormap(mapping: ClassMapping) -> dict[int, tuple[int, int, int, int]
     table = {value: (0, 0, 0, 0) for value in range(256)}
     table.update({i: (*spec.rgb, 255) for i, spec in enumerate(mapping.classes)})
     return table
-
-
-def ground_control(src: Any) -> tuple[list[GroundControlPoint], CRS] | None:
-    """A raster's ground control points where they are its only georeferencing.
-
-    Args:
-        src: The open raster.
-
-    Returns:
-        ``(gcps, crs)`` for a raster with GCPs and no CRS of its own (a scan or an
-        unrectified image), else None.
-    """
-    points, crs = src.gcps
-    return (list(points), crs) if points and src.crs is None else None
-
-
-def no_crs_note(src: Any) -> str:
-    """How a tile without a CRS is mapped, for its log line.
-
-    Args:
-        src: The open tile.
-
-    Returns:
-        A few words: its pixel grid, or the GCPs the maps keep.
-    """
-    gcps = ground_control(src)
-    if gcps is None:
-        return "no CRS (the maps keep its pixel grid)"
-    return f"no CRS but {len(gcps[0])} GCPs in {gcps[1] or 'no CRS'} (the maps keep them)"
 
 
 def finish_strip(strip: EncodedStrip, probs: bool, label: str) -> None:
