@@ -20,8 +20,11 @@ In the order a batch travels:
    values reach the device through :mod:`.staging` (:class:`~.staging.PinnedStaging`), so the
    copy waits for no GPU work.
 
-The feed knows nothing of the training loop: :mod:`landcover.training.shares` builds a worker's
-feed (its tiles, sampler and :class:`~.inputs.TrainingInput`) and the trainer runs it.
+The feed knows nothing of the training loop. :mod:`.share` is its door: training
+(:mod:`landcover.training.shares`) has it load the worker's share
+(:func:`~.share.load_share`), measure its part of the band statistics
+(:func:`~.share.share_stats`), and, once the run's ``auto`` numbers are resolved, build the
+sampler and :class:`~.inputs.TrainingInput` (:func:`~.share.build_feed`); the trainer runs it.
 It stands on :mod:`landcover.data` (tile pairs, reading, class indexes, band statistics) and on
 nothing of ``training``.
 """

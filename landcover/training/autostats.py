@@ -25,8 +25,6 @@ from collections.abc import Callable
 import torch
 
 from landcover.config import AUTO, Config
-from landcover.data.raster import TileArrays
-from landcover.data.sharding import counts_once
 from landcover.data.stats import DataStats
 from landcover.parallel.engine import Engine
 from landcover.training.losses import frequency_weights, weight_bounds
@@ -45,22 +43,14 @@ def needs_resolving(config: Config) -> bool:
     return config.data.stats_auto or config.optim.loss.class_weights == AUTO
 
 
-def measure_shares(
-    tiles: list[TileArrays],
-    rank: int,
-    world_size: int,
-    n_tiles: int,
-    config: Config,
-    device: torch.device,
-    engine: Engine,
+def reduce_stats(
+    local: DataStats, config: Config, device: torch.device, engine: Engine
 ) -> DataStats:
-    """Statistics of all training tiles, from every worker's share (a collective call).
+    """Statistics of all training tiles, from every worker's part (a collective call).
 
     Args:
-        tiles: This worker's training tiles.
-        rank: This worker's rank.
-        world_size: Number of workers.
-        n_tiles: Number of training tiles in the whole job.
+        local: This worker's part (:func:`~landcover.feed.share.share_stats`: each tile
+            counted by one worker).
         config: The run configuration (bands and classes).
         device: Device of the collective backend (CUDA for NCCL, else CPU).
         engine: The engine whose group sums the statistics.
@@ -69,10 +59,6 @@ def measure_shares(
         The statistics of every training tile, each counted once; the same on every worker.
     """
     bands, num_classes = len(config.data.bands), config.data.classes.num_classes
-    local = DataStats.empty(bands, num_classes)
-    if counts_once(rank, world_size, n_tiles):
-        for tile in tiles:
-            local.add_tile(tile)
     vector = torch.from_numpy(local.to_vector()).to(device)
     engine.all_reduce_sum(vector)
     return DataStats.from_vector(vector.cpu().numpy(), bands, num_classes)
