@@ -16,7 +16,6 @@ import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, suppress
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +30,20 @@ from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
-from landcover.inference.cogsink import CLASS, PREVIEW, PROBABILITIES, CogSink
 from landcover.inference.encode import EncodedStrip, encode_strip
 from landcover.inference.georef import no_crs_note
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.mapwriters import TileSinks, map_writers
 from landcover.inference.options import CHECKPOINT_EXPECTS, PredictOptions
 from landcover.inference.pipeline import run_pipelined
+from landcover.inference.publish import TileMaps, publish_tile
 from landcover.inference.resolution import maps_onto_grid, resolve_resolution, working_grid
-from landcover.inference.results import ClassCounts, Grid, TileResult
+from landcover.inference.results import Grid, TileResult
 from landcover.inference.sinks import MapTarget
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
-from landcover.inference.writers import CLASS_NODATA, MapWriter
+from landcover.inference.writers import MapWriter
 from landcover.inference.writing import error_reason, scratch_folder
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
@@ -198,11 +197,13 @@ class TileMapper:
         except BaseException:
             work.close()
             raise
-        future = self._publisher.submit(self._publish, maps, work, start)
+        future = self._publisher.submit(
+            publish_tile, maps, work, start, self.im.mapping.num_classes, str(self.options.out)
+        )
         self._pending.append(future)
         return future
 
-    def _predict_pixels(self, tile: str, local_tile: str, scratch: Path, out: Path) -> _TileMaps:
+    def _predict_pixels(self, tile: str, local_tile: str, scratch: Path, out: Path) -> TileMaps:
         """Predicts a local tile file into scratch maps on the tile's grid.
 
         A tile predicted at another pixel size (``--resolution``) is read resampled, predicted
@@ -256,7 +257,7 @@ class TileMapper:
                 with suppress(DataError):  # the first error is the one to report
                     writer.close()
                 raise
-        return _TileMaps(tile, writer, grid, writes)
+        return TileMaps(tile, writer, grid, writes)
 
     def _predict_resampled(
         self,
@@ -330,60 +331,3 @@ class TileMapper:
 
         with predictor.evaluating():
             return run_pipelined(len(plan), read, compute, writer.write, writer=self._writer)
-
-    def _publish(self, maps: _TileMaps, work: ExitStack, start: float) -> TileResult:
-        """Publishes a tile's maps (COGs, a preview, the other writers' files), uploads them."""
-        with work:
-            try:  # the tile's last strips, written while the next tile was predicted
-                for write in maps.writes:
-                    write.result()
-            except BaseException:
-                with suppress(DataError):  # the first error is the one to report
-                    maps.writer.close()
-                raise
-            files = maps.writer.publish()
-            counts = ClassCounts(
-                [int(n) for n in maps.writer.histogram[: self.im.mapping.num_classes]],
-                int(maps.writer.histogram[CLASS_NODATA]),
-            )
-            out = str(self.options.out)
-            if storage.is_remote(out):  # in order: a sidecar before its map
-                files = [f.moved(self._upload(f.path, out)) for f in files]
-        paths = {f.key: f.path for f in files if f.writer == CogSink.name}
-        result = TileResult(
-            maps.tile,
-            paths[CLASS],
-            paths.get(PROBABILITIES),
-            paths.get(PREVIEW),
-            maps.grid,
-            counts,
-            time.perf_counter() - start,
-            tuple(files),
-        )
-        log.info(
-            "%s -> %s (%.1f Mpx in %.1f s, %.2f Mpx/s)",
-            maps.tile,
-            result.class_map,
-            result.width * result.height / 1e6,
-            result.seconds,
-            result.mpx_per_s,
-        )
-        return result
-
-    @staticmethod
-    def _upload(local: str, out: str) -> str:
-        """Uploads a published map to the remote output folder; returns its URL."""
-        url = storage.join(out, Path(local).name)
-        storage.upload_file(local, url)
-        return url
-
-
-@dataclass
-class _TileMaps:
-    """A tile's maps in scratch files, waiting to be published."""
-
-    tile: str
-    writer: TileSinks
-    grid: Grid
-    writes: list[Future]
-    """Strips still being written when the tile's prediction ended."""
