@@ -9,48 +9,42 @@ from __future__ import annotations
 import logging
 import os
 import time
-import traceback
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from typing import Any
 
-import rasterio
 import torch
 
 from landcover import storage
 from landcover.allocator import tune_allocator
 from landcover.diskerrors import OutputError
-from landcover.errors import DataError, LandcoverError, first_line
+from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
 from landcover.folderlock import folder_lock
-from landcover.inference.loader import InferenceModel, load_inference_model
-from landcover.inference.options import PredictOptions
+from landcover.inference.loader import load_inference_model
 from landcover.inference.predict import TileMapper
-from landcover.inference.results import ClassCounts, Grid, TileResult
 from landcover.logs import setup_logging
 from landcover.mapping import comm
 from landcover.mapping.deal import TileBoard
 from landcover.mapping.mosaic import write_mosaics
 from landcover.mapping.outputs import (
-    Fingerprint,
-    acquisition,
-    count_classes,
-    incomplete_reason,
     make_fingerprint,
-    output_paths,
-    read_grid,
-    read_stats,
-    tile_outputs,
-    write_stats,
 )
 from landcover.mapping.overlaps import warn_overlaps
 from landcover.mapping.progress import JobProgress
-from landcover.mapping.records import TileOutputs, TileRecord
-from landcover.mapping.spec import JobOptions, JobOutcome, JobSpec, measured_tiles
+from landcover.mapping.records import TileRecord
+from landcover.mapping.spec import JobOutcome, JobSpec, measured_tiles
 from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import totals_line, write_summary
+from landcover.mapping.tileoutcome import (
+    WorkerContext,
+    complete_maps,
+    failed_record,
+    settle_maps,
+    tile_record,
+)
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
 from landcover.threads import core_share, gdal_threads
@@ -85,107 +79,6 @@ def _clean_stale(out: str) -> None:
 
 
 @dataclass
-class _Context:
-    """What every tile of a worker needs."""
-
-    im: InferenceModel
-    options: PredictOptions
-    fingerprint: Fingerprint
-    job: JobOptions
-    rank: int
-    total: int
-
-
-def _pixel_area(tile: str, grid: Grid) -> float | None:
-    try:
-        return grid.pixel_area_m2()
-    except ValueError as exc:
-        log.warning("%s: hectares are left out: %s", tile, exc)
-        return None
-
-
-_MapsFound = tuple[Grid, ClassCounts, TileOutputs]
-"""A tile's maps: their grid, class counts and paths."""
-
-
-def _complete_maps(entry: TileEntry, ctx: _Context) -> _MapsFound | None:
-    """The maps of a tile whose outputs are complete, or ``None`` (predict it)."""
-    outputs = output_paths(entry.path, ctx.options)
-    try:
-        grid = read_grid(entry.path)
-    except Exception:  # an unreadable input: predicting it reports why
-        return None
-    num_classes = ctx.im.mapping.num_classes
-    check = ctx.fingerprint.check(grid, num_classes, ctx.options.prob_dtype)
-    reason = incomplete_reason(outputs, check, ctx.options.writers)
-    if reason is not None:
-        if not reason.endswith(": missing"):
-            log.info("%s: predicting it again (%s)", entry.path, reason)
-        return None
-    counts = read_stats(outputs.stats, ctx.fingerprint.digest, grid, num_classes)
-    if counts is None:
-        counts = count_classes(outputs.class_map, num_classes)
-        write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
-    log.info("%s: skipped, its outputs are complete", entry.path)
-    return grid, counts, outputs
-
-
-def _settle(result: TileResult, entry: TileEntry, ctx: _Context) -> _MapsFound:
-    """A predicted tile's grid, counts and files (its map writers'); writes its stats file."""
-    stats = output_paths(entry.path, ctx.options).stats
-    outputs = tile_outputs(list(result.files), stats)
-    write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, result.grid, result.counts)
-    return result.grid, result.counts, outputs
-
-
-def _error_line(exc: Exception, tile: str) -> str:
-    """A tile's failure in one line, naming the tile."""
-    if isinstance(exc, rasterio.errors.RasterioError):
-        cause = exc.__cause__ or exc  # rasterio's "Read failed" names GDAL's error as cause
-        message = f"not a readable GeoTIFF ({first_line(cause)})"
-    elif isinstance(exc, LandcoverError | OSError):
-        message = first_line(exc)
-    else:  # a bug rather than bad input: keep its traceback
-        traceback.print_exc()
-        message = first_line(exc, 300, typed=True)
-    return message if tile in message else f"{tile}: {message}"
-
-
-def _failed(
-    entry: TileEntry, index: int, ctx: _Context, exc: Exception, start: float
-) -> TileRecord:
-    """A ``failed`` record and its one log line."""
-    message = _error_line(exc, entry.path)
-    log.error("tile %d of %d failed: %s", index + 1, ctx.total, message)
-    return TileRecord(
-        entry.path, index, "failed", ctx.rank, time.perf_counter() - start, error=message
-    )
-
-
-def _record(
-    entry: TileEntry, index: int, ctx: _Context, status: str, found: _MapsFound, start: float
-) -> TileRecord:
-    grid, counts, outputs = found
-    if counts.valid == 0:
-        log.warning(
-            "%s: every pixel is no-data: its maps hold no class and it adds nothing to the totals",
-            entry.path,
-        )
-    return TileRecord(
-        entry.path,
-        index,
-        status,
-        ctx.rank,
-        time.perf_counter() - start,
-        grid=grid,
-        counts=counts,
-        pixel_area_m2=_pixel_area(entry.path, grid),
-        outputs=outputs,
-        acquired=acquisition(entry.path),
-    )
-
-
-@dataclass
 class _InFlight:
     """A tile whose pixels are predicted and whose maps are being published."""
 
@@ -195,7 +88,7 @@ class _InFlight:
     future: Future
 
 
-def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Context) -> list:
+def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: WorkerContext) -> list:
     """Claims and processes tiles until none is left (or the job stops).
 
     A claimed tile whose outputs are complete is skipped; any other is predicted by a
@@ -217,12 +110,12 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
         while in_flight and (block or in_flight[0].future.done()):
             tile = in_flight.pop(0)
             try:
-                found = _settle(tile.future.result(), tile.entry, ctx)
-                record = _record(tile.entry, tile.index, ctx, "done", found, tile.start)
+                found = settle_maps(tile.future.result(), tile.entry, ctx)
+                record = tile_record(tile.entry, tile.index, ctx, "done", found, tile.start)
             except OutputError:
                 raise  # the output folder is full or read-only: no other tile can be written
             except Exception as exc:
-                record = _failed(tile.entry, tile.index, ctx, exc, tile.start)
+                record = failed_record(tile.entry, tile.index, ctx, exc, tile.start)
             finish(record, tile.entry)
 
     with TileMapper(ctx.im, ctx.options) as mapper:
@@ -234,9 +127,9 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             # the next tile, claimed now and decoded while this one is predicted (on a GPU)
             claimed = board.claim_ahead() if mapper.decode_ahead else None
             try:
-                found = None if ctx.job.overwrite else _complete_maps(entry, ctx)
+                found = None if ctx.job.overwrite else complete_maps(entry, ctx)
                 if found is not None:
-                    finish(_record(entry, index, ctx, "skipped", found, start), entry)
+                    finish(tile_record(entry, index, ctx, "skipped", found, start), entry)
                 else:
                     if claimed is not None:
                         mapper.prefetch(entries[order[claimed]].path)
@@ -245,7 +138,7 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: _Co
             except OutputError:
                 raise
             except Exception as exc:
-                finish(_failed(entry, index, ctx, exc, start), entry)
+                finish(failed_record(entry, index, ctx, exc, start), entry)
             settle(block=False)
             claimed = board.claim() if claimed is None else claimed
         settle(block=True)
@@ -265,7 +158,7 @@ def _all_records(gathered: list[list[TileRecord]], entries: list[TileEntry]) -> 
 
 
 def _write_outputs(
-    records: list[TileRecord], ctx: _Context, job: dict[str, Any]
+    records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]
 ) -> tuple[str, list[str]]:
     """Writes the summary, mosaics and STAC items; returns the summary and all files."""
     mapping = ctx.im.mapping
@@ -284,7 +177,7 @@ def _write_outputs(
     return files[0], files
 
 
-def _finish(records: list[TileRecord], ctx: _Context, job: dict[str, Any]) -> JobOutcome:
+def _finish(records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]) -> JobOutcome:
     """Rank 0's end of the job: outputs written, totals logged, the outcome."""
     count = {s: sum(r.status == s for r in records) for s in ("done", "skipped", "failed")}
     # the first failure logged: a tile refused before the job (no worker handled it; those
@@ -368,7 +261,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                     log.error("tile %d of %d failed: %s", index + 1, len(entries), entry.error)
         comm.wait_for_all()
         order = [i for i, e in enumerate(entries) if e.error is None]
-        ctx = _Context(im, options, fingerprint, spec.job, env.rank, len(entries))
+        ctx = WorkerContext(im, options, fingerprint, spec.job, env.rank, len(entries))
         board = TileBoard(len(order), comm.JobStore() if env.distributed else None, env.world_size)
         if spec.job.fail_fast and len(order) < len(entries):
             board.stop()  # a tile failed its check: nothing starts
