@@ -4,7 +4,7 @@
 // (the tests read them).
 (function () {
   "use strict";
-  const state = { map: null, ready: false, interactiveMs: null, tilesMs: null, job: null };
+  const state = { map: null, layers: {}, ready: false, interactiveMs: null, tilesMs: null, job: null };
   window.landcoverView = state;
 
   function el(tag, attrs, text) {
@@ -86,7 +86,7 @@
     legend(job.classes);
     areas(job.table);
 
-    const map = L.map("map", { maxZoom: 22, attributionControl: false });
+    const map = L.map("map", { maxZoom: 22, attributionControl: false, fadeAnimation: false });
     state.map = map;
     const [west, south, east, north] = job.bounds;
     map.fitBounds([[south, west], [north, east]]);
@@ -100,6 +100,7 @@
       { maxZoom: 22, opacity: Number(opacity.value) });
     classes.once("load", () => { state.tilesMs = performance.now(); });
     classes.addTo(map);
+    state.layers = { classes, ...imagery };
 
     const select = document.getElementById("imagery");
     if (!job.imagery) {
