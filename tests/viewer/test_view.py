@@ -10,10 +10,7 @@ class map and the input image at pixel centres, a click against the class and pr
 from __future__ import annotations
 
 import csv
-import io
 import json
-import os
-import signal
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
@@ -21,50 +18,12 @@ from urllib.parse import urlparse
 import numpy as np
 import pytest
 import rasterio
-from PIL import Image
+from browser import Page, Viewer, chromium, on_map, serve
 from rasterio.warp import transform
 
-from conftest import assert_one_line_error, run_cli, start_cli
+from conftest import assert_one_line_error, run_cli
 
-CHROMIUM = Path(os.environ.get("CHROMIUM", "/usr/bin/chromium"))
 ZOOM = 20  # a 1 m pixel is about 8 screen pixels at 39 degrees north
-VIEWPORT = {"width": 1000, "height": 700}
-
-
-def chromium_or_skip() -> str:
-    """The Chromium to drive; a skip (a failure under scripts/test.sh) when there is none."""
-    if CHROMIUM.is_file():
-        return str(CHROMIUM)
-    reason = f"no Chromium at {CHROMIUM}: bash scripts/install-chromium.sh installs it"
-    if os.environ.get("LANDCOVER_REQUIRE_CHROMIUM") == "1":
-        pytest.fail(reason)
-    pytest.skip(reason)
-
-
-class Viewer:
-    """``landcover view DIR`` running as a subprocess, and its page's address."""
-
-    def __init__(self, folder: Path) -> None:
-        self.proc = start_cli("view", str(folder), "--port", "0", "--no-browser")
-        line = self.proc.stdout.readline()
-        assert "serving" in line, line + self.proc.stderr.read()
-        self.url = line.split(" at ")[1].split()[0]
-        self.netloc = urlparse(self.url).netloc
-
-    def stop(self) -> str:
-        os.killpg(self.proc.pid, signal.SIGINT)
-        out, err = self.proc.communicate(timeout=20)
-        assert self.proc.returncode == 0, err
-        return out + err
-
-
-def serve(folder: Path) -> Iterator[Viewer]:
-    viewer = Viewer(folder)
-    try:
-        yield viewer
-    finally:
-        if viewer.proc.poll() is None:
-            viewer.stop()
 
 
 @pytest.fixture(scope="module")
@@ -104,68 +63,7 @@ def viewer(job: Path) -> Iterator[Viewer]:
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator:
-    from playwright.sync_api import sync_playwright
-
-    executable = chromium_or_skip()
-    with sync_playwright() as playwright:
-        chromium = playwright.chromium.launch(executable_path=executable)
-        yield chromium
-        chromium.close()
-
-
-class Page:
-    """A page of the viewer, with every request it made and every one refused."""
-
-    def __init__(self, browser, viewer: Viewer) -> None:
-        self.context = browser.new_context(viewport=VIEWPORT)
-        self.requests: list[str] = []
-        self.refused: list[str] = []
-        self.errors: list[str] = []
-        self.context.route("**/*", self.route)
-        self.page = self.context.new_page()
-        self.page.on("pageerror", lambda exc: self.errors.append(str(exc)))
-        self.page.on("console", lambda m: self.errors.append(m.text) if m.type == "error" else None)
-        self.netloc = viewer.netloc
-        self.page.goto(viewer.url)
-        self.page.wait_for_function("window.landcoverView && window.landcoverView.ready")
-
-    def route(self, route) -> None:
-        url = route.request.url
-        self.requests.append(url)
-        if urlparse(url).netloc == self.netloc:
-            route.continue_()
-        else:
-            self.refused.append(url)
-            route.abort()
-
-    def settle(self) -> None:
-        """Waits until every tile layer has loaded the tiles of the view."""
-        self.page.wait_for_function(
-            "Object.values(landcoverView.layers).every(l => !landcoverView.map.hasLayer(l)"
-            " || !l.isLoading())"
-        )
-
-    def go_to(self, lon: float, lat: float, zoom: int) -> None:
-        self.page.evaluate(
-            "([lat, lon, zoom]) => landcoverView.map.setView([lat, lon], zoom, {animate: false})",
-            [lat, lon, zoom],
-        )
-        self.settle()
-
-    def screen(self, lons: list[float], lats: list[float]) -> list[tuple[int, int]]:
-        """Where points are on the screen (the map's own projection; it fills the page's left)."""
-        points = self.page.evaluate(
-            "(points) => points.map(p => landcoverView.map.latLngToContainerPoint(p))",
-            [[lat, lon] for lon, lat in zip(lons, lats, strict=True)],
-        )
-        return [(round(p["x"]), round(p["y"])) for p in points]
-
-    def screenshot(self) -> np.ndarray:
-        png = self.page.screenshot()
-        return np.asarray(Image.open(io.BytesIO(png)).convert("RGB")).astype(int)
-
-    def close(self) -> None:
-        self.context.close()
+    yield from chromium()
 
 
 @pytest.fixture
@@ -265,8 +163,8 @@ def test_the_screenshot_shows_each_class_in_its_colour_and_the_imagery(
     points = page.screen(lons, lats)
     seen = set()
     for (row, col), (x, y) in zip(pixels, points, strict=True):
-        if not (0 <= x < VIEWPORT["width"] - 340 and 0 <= y < VIEWPORT["height"]):
-            continue  # under the panel, or off the screen
+        if not on_map(x, y):
+            continue
         value = int(classes[row, col])
         assert tuple(shot[y, x]) == colours[value][:3], (row, col, value)
         seen.add(value)
@@ -281,7 +179,7 @@ def test_the_screenshot_shows_each_class_in_its_colour_and_the_imagery(
         shot = page.screenshot()
         checked = 0
         for (row, col), (x, y) in zip(pixels, points, strict=True):
-            if not (0 <= x < VIEWPORT["width"] - 340 and 0 <= y < VIEWPORT["height"]):
+            if not on_map(x, y):
                 continue
             near = bands[order][:, row - 1 : row + 2, col - 1 : col + 2].reshape(3, -1).T
             assert np.abs(near.astype(int) - shot[y, x]).max(axis=1).min() <= 2, (option, row, col)
