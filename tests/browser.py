@@ -103,6 +103,13 @@ class Page:
             "Object.values(landcoverView.layers).every(l => !landcoverView.map.hasLayer(l)"
             " || !l.isLoading())"
         )
+        # and painted: every tile image decoded, the old zoom's tiles pruned (Leaflet does so
+        # on the next animation frame), two frames drawn
+        self.page.evaluate(
+            "async () => { await Promise.all([...document.querySelectorAll('img.leaflet-tile')]"
+            ".map(i => i.decode().catch(() => null)));"
+            " for (let i = 0; i < 3; i++) await new Promise(r => requestAnimationFrame(r)); }"
+        )
 
     def go_to(self, lon: float, lat: float, zoom: int) -> None:
         """Centres the map on a point at a zoom, and waits for its tiles."""

@@ -11,9 +11,12 @@ from __future__ import annotations
 
 import csv
 import json
+import os
+import signal
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import urlparse
+from urllib.request import urlopen
 
 import numpy as np
 import pytest
@@ -21,7 +24,7 @@ import rasterio
 from browser import Page, Viewer, chromium, on_map, serve
 from rasterio.warp import transform
 
-from conftest import assert_one_line_error, run_cli
+from conftest import assert_one_line_error, run_cli, start_cli
 
 ZOOM = 20  # a 1 m pixel is about 8 screen pixels at 39 degrees north
 
@@ -159,6 +162,7 @@ def test_the_screenshot_shows_each_class_in_its_colour_and_the_imagery(
     lons, lats = lonlat_of(class_map, pixels)
     page.go_to(float(np.mean(lons)), float(np.mean(lats)), ZOOM)
     page.page.locator("#opacity").fill("1")
+    page.settle()
     shot = page.screenshot()
     points = page.screen(lons, lats)
     seen = set()
@@ -173,6 +177,7 @@ def test_the_screenshot_shows_each_class_in_its_colour_and_the_imagery(
     # the imagery under it: the class map hidden, true then false colour; nearest
     # neighbour, so each screen point shows one of its pixel's 3x3 neighbourhood
     page.page.locator("#opacity").fill("0")
+    page.settle()
     for option, order in (("truecolor", [0, 1, 2]), ("falsecolor", [3, 0, 1])):
         page.page.select_option("#imagery", option)
         page.settle()
@@ -240,3 +245,19 @@ def test_bad_folder_and_port_in_use_are_one_line_errors(
     port = str(urlparse(viewer.url).port)  # the running viewer's
     taken = run_cli("view", str(job), "--port", port, "--no-browser", timeout=60)
     assert_one_line_error(taken, f"cannot serve on 127.0.0.1:{port}", "--port 0")
+
+
+def test_another_host_is_served_with_a_warning(job: Path) -> None:
+    proc = start_cli("view", str(job), "--host", "0.0.0.0", "--port", "0", "--no-browser")
+    try:
+        line = proc.stdout.readline()
+        port = int(line.split(" at ")[1].split()[0].rsplit(":", 1)[1].rstrip("/"))
+        with urlopen(f"http://127.0.0.1:{port}/api/job", timeout=30) as reply:
+            assert json.load(reply)["tiles"] == 2
+    finally:
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=20)
+    assert proc.returncode == 0, err
+    warnings = [w for w in err.splitlines() if w.startswith("warning: ")]
+    assert len(warnings) == 1 and "0.0.0.0" in warnings[0] and f"port {port}" in warnings[0]
+    assert "can see the map" in warnings[0]
