@@ -67,7 +67,7 @@ def job_document(job: ViewerJob) -> dict[str, Any]:
         "name": job.folder.name,
         "tiles": len(job.tiles),
         "bounds": list(job.bounds),
-        "classes": [{**asdict(c)} for c in job.classes],
+        "classes": [asdict(c) for c in job.classes],
         "table": asdict(job.table) if job.table is not None else None,
         "aoi": job.aoi is not None,
         "imagery": job.has_imagery,

@@ -10,7 +10,9 @@ for an interactive page in under 3 s on a user's machine, and a loaded CI machin
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,7 +29,7 @@ from landcover.mapping.records import TileOutputs, TileRecord
 from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import write_summary
 
-from conftest import write_naip_tile
+from conftest import assert_one_line_error, run_cli, write_naip_tile
 
 SIDE = 10  # tiles per row and column
 PIXELS = 64  # per tile side, 1 m each
@@ -114,3 +116,20 @@ def test_a_100_tile_jobs_page_becomes_interactive(browser, viewer: Viewer, recor
     )
     print(figure)
     record_property("figure", figure)
+
+
+def test_a_broken_job_folder_is_a_one_line_error(many: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(many, folder)
+    (folder / "aoi.geojson").write_text(
+        json.dumps({"type": "Polygon", "coordinates": [], "crs": {"properties": {"name": "X:1"}}})
+    )
+    result = run_cli("view", str(folder), "--no-browser", timeout=60)
+    assert_one_line_error(result, "aoi.geojson", "CRS")
+    (folder / "aoi.geojson").unlink()
+    (folder / "t042_class.tif").unlink()
+    result = run_cli("view", str(folder), "--no-browser", timeout=60)
+    assert_one_line_error(result, "t042_class.tif", "class map missing")
+    (folder / "stac_items.json").write_text('{"type": "FeatureCollection"')  # cut short
+    result = run_cli("view", str(folder), "--no-browser", timeout=60)
+    assert_one_line_error(result, "stac_items.json", "not a STAC ItemCollection")
