@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import sys
 import threading
 import webbrowser
 from pathlib import Path
@@ -12,6 +14,17 @@ import typer
 from landcover.errors import DataError
 
 VIEW_EXTRA = "pip install 'landcover[view]'"
+
+
+def has_display() -> bool:
+    """Whether a graphical browser can open here (on Linux: an X or Wayland display).
+
+    Without one, Python's ``webbrowser`` would start a text browser (lynx, w3m) in the
+    terminal the server prints to, as on a remote machine over SSH.
+    """
+    if sys.platform in ("darwin", "win32"):
+        return True
+    return bool(os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"))
 
 
 def view(
@@ -53,8 +66,10 @@ def view(
             err=True,
         )
     typer.echo(f"serving {job.folder} ({len(job.tiles)} tiles) at {server.url} (Ctrl-C stops)")
-    if browser:
+    if browser and has_display():
         threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
+    elif browser:
+        typer.echo("no display here to open a browser on: open the address above in one")
     try:
         server.serve_forever()
     except KeyboardInterrupt:

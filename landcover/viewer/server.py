@@ -147,9 +147,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
                 self.static(parts[1:])
             elif parts == ["api", "job"]:
                 self.send_json(job_document(self.server.job))
-            elif parts == ["api", "aoi"]:
-                aoi = self.server.job.aoi
-                self.send_json(aoi) if aoi is not None else self.not_found()
+            elif parts == ["api", "aoi"] and self.server.job.aoi is not None:
+                self.send_json(self.server.job.aoi)
             elif parts == ["api", "pixel"]:
                 self.pixel(parse_qs(url.query))
             elif parts[0] == "tiles" and len(parts) == 5 and parts[1] in LAYERS:

@@ -248,9 +248,12 @@ def test_bad_folder_and_port_in_use_are_one_line_errors(
 
 
 def test_another_host_is_served_with_a_warning(job: Path) -> None:
-    proc = start_cli("view", str(job), "--host", "0.0.0.0", "--port", "0", "--no-browser")
+    # no display (as over SSH): no browser is started, not even a text one in the terminal
+    env = {"DISPLAY": "", "WAYLAND_DISPLAY": ""}
+    proc = start_cli("view", str(job), "--host", "0.0.0.0", "--port", "0", env=env)
     try:
         line = proc.stdout.readline()
+        assert "no display here" in proc.stdout.readline()
         port = int(line.split(" at ")[1].split()[0].rsplit(":", 1)[1].rstrip("/"))
         with urlopen(f"http://127.0.0.1:{port}/api/job", timeout=30) as reply:
             assert json.load(reply)["tiles"] == 2
