@@ -9,7 +9,9 @@ The viewer reads what ``landcover predict`` writes (:mod:`landcover.mapping.stac
   raster extension) and a ``derived_from`` link to the input image (the imagery layer);
 - ``classes.csv``: the per-class table (every column is shown, so columns a later job adds,
   hectares inside an area of interest say, appear without a change here);
-- ``aoi.geojson``, when the job has an area of interest (:mod:`.aoi`).
+- ``aoi.geojson``, when the job has an area of interest (:mod:`.aoi`);
+- ``mosaic_class*.vrt``, the class maps' VRTs, which the class layer is cut from
+  (:mod:`.mosaics`).
 
 Tiles keep the collection's order, the job's: where tiles overlap, the later one is on top,
 as in the job's VRT mosaics.
@@ -20,13 +22,14 @@ from __future__ import annotations
 import csv
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
 
 from landcover.errors import DataError
 from landcover.viewer.aoi import read_aoi
+from landcover.viewer.mosaics import ClassMosaic, read_mosaics
 
 ITEMS = "stac_items.json"
 CLASSES = "classes.csv"
@@ -105,6 +108,7 @@ class ViewerJob:
         nodata: The class maps' no-data value.
         table: ``classes.csv`` (``None`` when missing).
         aoi: The area of interest as GeoJSON in WGS 84 (``None`` when the job has none).
+        mosaics: The job's VRTs of its class maps (:mod:`.mosaics`).
     """
 
     folder: Path
@@ -113,6 +117,7 @@ class ViewerJob:
     nodata: int
     table: Table | None
     aoi: dict[str, Any] | None
+    mosaics: list[ClassMosaic] = field(default_factory=list)
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
@@ -232,4 +237,6 @@ def load_job(folder: str | os.PathLike[str]) -> ViewerJob:
     missing = [t.class_map for t in tiles if not os.path.isfile(t.class_map)]
     if missing:
         raise DataError(f"{missing[0]}: class map missing ({len(missing)} of {len(tiles)} tiles)")
-    return ViewerJob(root, tiles, classes, nodata, read_table(root / CLASSES), read_aoi(root / AOI))
+    mosaics = read_mosaics(root, [t.class_map for t in tiles])
+    table, aoi = read_table(root / CLASSES), read_aoi(root / AOI)
+    return ViewerJob(root, tiles, classes, nodata, table, aoi, mosaics)

@@ -4,8 +4,10 @@ The browser asks for tiles of the Web Mercator grid (``z/x/y``, 256 px, as every
 does); each is cut from the job's tiles that cover it with rio-tiler, which reprojects the
 window from each tile's own CRS and reads the COGs' overviews at low zoom, so a job of
 hundreds of tiles is rendered a view at a time, from the few tiles and overview levels that
-view needs. Where tiles overlap, the later one in the job's order is on top (rio-tiler's
-first-wins mosaic, over the tiles in reverse).
+view needs. The class maps are read through the job's VRT mosaics where those hold them
+(:mod:`.mosaics`: one GDAL read for all the tiles of a CRS). Where tiles overlap, the later
+one in the job's order is on top (rio-tiler's first-wins mosaic, over the tiles in reverse;
+the VRTs draw them so too).
 
 Layers:
 
@@ -19,7 +21,8 @@ percentile). Rendered tiles are kept in memory (the last :data:`CACHED_TILES`).
 
 from __future__ import annotations
 
-import logging
+import os
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -27,14 +30,12 @@ from functools import lru_cache
 import morecantile
 import numpy as np
 from rasterio.errors import RasterioIOError
-from rio_tiler.errors import EmptyMosaicError, TileOutsideBounds
+from rio_tiler.errors import EmptyMosaicError, NoOverviewWarning, TileOutsideBounds
 from rio_tiler.io import Reader
 from rio_tiler.models import ImageData
 from rio_tiler.mosaic import mosaic_reader
 
-from landcover.viewer.job import MapTile, ViewerJob
-
-log = logging.getLogger("landcover")
+from landcover.viewer.job import ViewerJob
 
 TILE_SIZE = 256
 CACHED_TILES = 1024
@@ -97,34 +98,46 @@ class TileRenderer:
     """
 
     def __init__(self, job: ViewerJob) -> None:
+        # a VRT has no overviews of its own: GDAL reads its sources' (rio-tiler warns)
+        warnings.filterwarnings("ignore", category=NoOverviewWarning)
         self.job = job
         self.colormap = {c.value: (*c.rgb, 255) for c in job.classes}
+        self.mosaic_of = {
+            t.id: m.path
+            for t in job.tiles
+            for m in job.mosaics
+            if os.path.realpath(t.class_map) in m.members
+        }
+        """Each tile's VRT, for those in one."""
         self.png: Callable[[str, int, int, int], bytes | None] = lru_cache(CACHED_TILES)(
             self.render
         )
 
-    def covering(self, layer: Layer, z: int, x: int, y: int) -> list[MapTile]:
-        """The job's tiles under a map tile, the topmost first (see the module).
+    def covering(self, layer: Layer, z: int, x: int, y: int) -> list[str]:
+        """The files a map tile is cut from, the topmost first (see the module).
 
         Args:
-            layer: The layer (imagery layers leave out tiles without a readable input).
+            layer: The layer: the class maps (through the job's VRTs where they hold them)
+                or the input images (tiles without a readable one left out).
             z: Zoom.
             x: Column.
             y: Row.
 
         Returns:
-            The tiles whose bbox meets the map tile's.
+            The files of the job's tiles whose bbox meets the map tile's.
         """
         west, south, east, north = _TMS.bounds(morecantile.Tile(x, y, z))
-        return [
-            t
-            for t in reversed(self.job.tiles)
-            if (t.image or not layer.of_image)
-            and t.bbox[0] <= east
-            and t.bbox[2] >= west
-            and t.bbox[1] <= north
-            and t.bbox[3] >= south
-        ]
+        paths: dict[str, None] = {}  # (ordered, once each)
+        for t in reversed(self.job.tiles):
+            meets = t.bbox[0] <= east and t.bbox[2] >= west
+            if not (meets and t.bbox[1] <= north and t.bbox[3] >= south):
+                continue
+            if layer.of_image:
+                if t.image:
+                    paths[t.image] = None
+            else:
+                paths[self.mosaic_of.get(t.id, t.class_map)] = None
+        return list(paths)
 
     def render(self, layer_name: str, z: int, x: int, y: int) -> bytes | None:
         """One map tile of a layer as a PNG (transparent where nothing is mapped).
@@ -146,8 +159,7 @@ class TileRenderer:
         if not tiles:
             return None
 
-        def read(tile: MapTile, *args: int) -> ImageData:
-            path = tile.image if layer.of_image else tile.class_map
+        def read(path: str, *args: int) -> ImageData:
             with _KnownReader(path) as src:
                 if layer.of_image and src.dataset.count < max(layer.indexes):
                     raise TileOutsideBounds(f"{path}: {src.dataset.count} bands")

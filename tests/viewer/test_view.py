@@ -12,6 +12,7 @@ from __future__ import annotations
 import csv
 import json
 import os
+import shutil
 import signal
 from collections.abc import Iterator
 from pathlib import Path
@@ -62,6 +63,14 @@ def job(checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFact
 @pytest.fixture(scope="module")
 def viewer(job: Path) -> Iterator[Viewer]:
     yield from serve(job)
+
+
+@pytest.fixture(scope="module")
+def viewer_without_vrts(job: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Viewer]:
+    """The job's folder without its VRT mosaics: the class maps read tile by tile."""
+    folder = tmp_path_factory.mktemp("job-without-vrts")  # beside the job: the same links
+    shutil.copytree(job, folder, dirs_exist_ok=True, ignore=shutil.ignore_patterns("*.vrt"))
+    yield from serve(folder)
 
 
 @pytest.fixture(scope="module")
@@ -149,9 +158,18 @@ def test_the_area_table_is_classes_csv(page: Page, job: Path) -> None:
     assert shown == rows
 
 
+@pytest.mark.parametrize("served", ["viewer", "viewer_without_vrts"])
 def test_the_screenshot_shows_each_class_in_its_colour_and_the_imagery(
-    page: Page, job: Path, tiny_data: Path
+    served: str, browser, job: Path, tiny_data: Path, request: pytest.FixtureRequest
 ) -> None:
+    page = Page(browser, request.getfixturevalue(served))
+    try:
+        check_screenshot(page, job, tiny_data)
+    finally:
+        page.close()
+
+
+def check_screenshot(page: Page, job: Path, tiny_data: Path) -> None:
     class_map = job / "synth_000_naip_class.tif"
     image = tiny_data / "synth_000_naip.tif"
     pixels, classes = centres_inside(class_map, 40)

@@ -3,6 +3,7 @@
 The job's folder is made as a predict job makes it, without predicting 100 tiles: tiny COGs
 (class and probability maps) and inputs written here, and the job's own writers
 (:func:`~landcover.mapping.summary.write_summary`,
+:func:`~landcover.mapping.mosaic.write_mosaics`,
 :func:`~landcover.mapping.stac.write_item_collection`) describing them. The times are
 printed among the run's measured figures (tests/conftest.py), not asserted: the issue asks
 for an interactive page in under 3 s on a user's machine, and a loaded CI machine is not one.
@@ -25,6 +26,7 @@ from browser import Page, Viewer, chromium, serve
 
 from landcover.classes import resolve_mapping
 from landcover.inference.results import ClassCounts, Grid
+from landcover.mapping.mosaic import write_mosaics
 from landcover.mapping.records import TileOutputs, TileRecord
 from landcover.mapping.stac import write_item_collection
 from landcover.mapping.summary import write_summary
@@ -82,6 +84,7 @@ def many(tmp_path_factory: pytest.TempPathFactory) -> Path:
         )
         records.append(TileRecord(str(tile), i, "done", 0, 0.1, None, grid, counts, 1.0, outputs))
     write_summary(records, MAPPING, str(out), {"test": "100 tiles"})
+    write_mosaics(records, str(out), MAPPING, "uint8")
     write_item_collection(records, str(out), MAPPING, "uint8", {})
     return out
 
@@ -127,6 +130,9 @@ def test_a_broken_job_folder_is_a_one_line_error(many: Path, tmp_path: Path) -> 
     result = run_cli("view", str(folder), "--no-browser", timeout=60)
     assert_one_line_error(result, "aoi.geojson", "CRS")
     (folder / "aoi.geojson").unlink()
+    (folder / "mosaic_class.vrt").write_text("<VRTDataset")  # cut short
+    result = run_cli("view", str(folder), "--no-browser", timeout=60)
+    assert_one_line_error(result, "mosaic_class.vrt", "not a VRT")
     (folder / "t042_class.tif").unlink()
     result = run_cli("view", str(folder), "--no-browser", timeout=60)
     assert_one_line_error(result, "t042_class.tif", "class map missing")
