@@ -23,6 +23,7 @@ from landcover.commands.options import (
     WorkersPerNode,
     check_resolution,
 )
+from landcover.commands.view import view
 from landcover.errors import LandcoverError
 from landcover.registry import engine_help
 from landcover.usage import run_app
@@ -339,6 +340,9 @@ def evaluate(
     run_evaluate(
         checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
     )
+
+
+app.command()(view)  # landcover view DIR: the job's map in the browser (landcover.viewer)
 
 
 def main() -> None:

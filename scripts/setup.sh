@@ -5,9 +5,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PYTHON=${PYTHON:-python3}
-extras=""
-[[ "${1:-}" == "--dev" ]] && extras="[dev]"
-stamp=".venv/.landcover-install-$(sha256sum pyproject.toml | cut -c1-16)${extras:+-dev}"
+# the view extra (landcover view's map tiles) by default; the dev extras hold it too
+extras="[view]" suffix=""
+if [[ "${1:-}" == "--dev" ]]; then
+    extras="[dev]" suffix="-dev"
+fi
+stamp=".venv/.landcover-install-$(sha256sum pyproject.toml | cut -c1-16)${suffix}"
 if [[ -f "$stamp" ]]; then
     exit 0
 fi

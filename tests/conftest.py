@@ -504,3 +504,20 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         return rank.get(name, last)
 
     items.sort(key=place)  # stable: a file's tests and the other files keep their order
+
+
+def pytest_terminal_summary(terminalreporter) -> None:
+    """Prints the figures tests measured but do not assert (``record_property("figure", ...)``):
+    timings on a shared CI machine, which the run's log keeps (under pytest-xdist too)."""
+    figures = [
+        value
+        for reports in terminalreporter.stats.values()
+        for report in reports
+        if getattr(report, "when", None) == "call"
+        for name, value in getattr(report, "user_properties", ())
+        if name == "figure"
+    ]
+    if figures:
+        terminalreporter.section("figures measured")
+        for figure in figures:
+            terminalreporter.write_line(figure)

@@ -77,14 +77,28 @@ def test_notebook_executes(
         ).returncode
         == 0
     )
+    # the inline map: the kernel's viewer answers on loopback while the notebook runs
+    check = (
+        "import urllib.request\n"
+        "with urllib.request.urlopen(viewer.url + 'api/job', timeout=30) as reply:\n"
+        "    served = json.load(reply)\n"
+        "assert served['tiles'] == 1 and len(served['classes']) == mapping.num_classes\n"
+        "print('viewer checked')\n"
+    )
     for label, eval_dir in ((tiny_data / "synth_007_lc.tif", None), (None, evaluation)):
         nb = execute_notebook(
             f"RUN_DIR = {str(trained_run)!r}\nPREDICT_DIR = {str(maps)!r}\n"
             f"LABEL = {str(label) if label else None!r}\n"
             f"EVAL_DIR = {str(eval_dir) if eval_dir else None!r}\n",
             tmp_path,
+            check,
         )
         assert pictures(nb) >= 5  # curves, IoU bars, maps, confusion, probabilities
+        assert "viewer checked" in printed(nb)
+        iframes = [
+            o for c in nb.cells for o in c.get("outputs", []) if "text/html" in o.get("data", {})
+        ]
+        assert any("<iframe" in o["data"]["text/html"] for o in iframes)
 
 
 NO_DATA_ROWS = 48

@@ -1,0 +1,138 @@
+// landcover view: the page's script. Everything it loads comes from the server that served
+// it (landcover/viewer/server.py): the job's description, map tiles rendered on demand, a
+// clicked pixel's class and probabilities. window.landcoverView exposes the map and timings
+// (the tests read them).
+(function () {
+  "use strict";
+  const state = { map: null, layers: {}, ready: false, interactiveMs: null, tilesMs: null, job: null };
+  window.landcoverView = state;
+
+  function el(tag, attrs, text) {
+    const node = document.createElement(tag);
+    for (const [key, value] of Object.entries(attrs || {})) node.setAttribute(key, value);
+    if (text !== undefined) node.textContent = text;
+    return node;
+  }
+
+  function swatch(colour) {
+    const node = el("span", { class: "swatch" });
+    node.style.backgroundColor = colour;
+    return node;
+  }
+
+  function legend(classes) {
+    const list = document.getElementById("legend");
+    for (const c of classes) {
+      const item = el("li", { "data-value": c.value, "data-colour": c.colour });
+      item.append(swatch(c.colour), el("span", { class: "name" }, c.name));
+      list.append(item);
+    }
+  }
+
+  function areas(table) {
+    const node = document.getElementById("areas");
+    if (!table) {
+      node.replaceWith(el("p", { class: "hint", id: "areas" }, "no classes.csv in the folder"));
+      return;
+    }
+    const head = el("tr");
+    for (const column of table.columns) head.append(el("th", {}, column));
+    node.append(head);
+    for (const row of table.rows) {
+      const line = el("tr");
+      row.forEach((value) => line.append(el("td", {}, value)));
+      node.append(line);
+    }
+  }
+
+  function showPixel(report, classes) {
+    const box = document.getElementById("pixel");
+    box.replaceChildren();
+    if (report === null) {
+      box.removeAttribute("data-value");
+      box.append(el("p", { class: "hint" }, "no class here"));
+      return;
+    }
+    box.setAttribute("data-value", report.value);
+    const colour = (classes.find((c) => c.value === report.value) || {}).colour || "#808080";
+    const title = el("p", { class: "class" });
+    title.append(swatch(colour), el("strong", { class: "name" }, report.name));
+    box.append(title, el("p", { class: "where hint" },
+      `${report.tile}, row ${report.row}, column ${report.col}`));
+    if (!report.probabilities.length) {
+      box.append(el("p", { class: "hint" }, "no probability map (--no-probs)"));
+      return;
+    }
+    const table = el("table", { class: "probabilities" });
+    for (const p of report.probabilities) {
+      const row = el("tr", { "data-value": p.value, "data-probability": p.probability });
+      const bar = el("span", { class: "bar" });
+      bar.style.width = `${Math.round(60 * p.probability)}px`;
+      const barCell = el("td");
+      barCell.append(bar);
+      row.append(el("td", {}, p.name), el("td", { class: "percent" },
+        `${(100 * p.probability).toFixed(1)} %`), barCell);
+      table.append(row);
+    }
+    box.append(table);
+  }
+
+  async function start() {
+    const job = await (await fetch("/api/job")).json();
+    state.job = job;
+    document.getElementById("title").textContent = job.name;
+    document.getElementById("subtitle").textContent =
+      `${job.tiles} tile${job.tiles === 1 ? "" : "s"}` + (job.aoi ? ", area of interest in magenta" : "");
+    legend(job.classes);
+    areas(job.table);
+
+    const map = L.map("map", { maxZoom: 22, attributionControl: false, fadeAnimation: false });
+    state.map = map;
+    const [west, south, east, north] = job.bounds;
+    map.fitBounds([[south, west], [north, east]]);
+    map.createPane("imagery").style.zIndex = 250;
+    const imagery = {};
+    for (const name of ["truecolor", "falsecolor"]) {
+      imagery[name] = L.tileLayer(`/tiles/${name}/{z}/{x}/{y}.png`, { pane: "imagery", maxZoom: 22 });
+    }
+    const opacity = document.getElementById("opacity");
+    const classes = L.tileLayer("/tiles/classes/{z}/{x}/{y}.png",
+      { maxZoom: 22, opacity: Number(opacity.value) });
+    classes.once("load", () => { state.tilesMs = performance.now(); });
+    classes.addTo(map);
+    state.layers = { classes, ...imagery };
+
+    const select = document.getElementById("imagery");
+    if (!job.imagery) {
+      select.disabled = true;
+      select.title = "the job's input images cannot be read from here";
+    }
+    select.addEventListener("change", () => {
+      for (const [name, layer] of Object.entries(imagery)) {
+        if (name === select.value) layer.addTo(map);
+        else map.removeLayer(layer);
+      }
+    });
+    opacity.addEventListener("input", () => {
+      classes.setOpacity(Number(opacity.value));
+      document.getElementById("opacity-value").textContent = opacity.value;
+    });
+    if (job.aoi) {
+      const aoi = await (await fetch("/api/aoi")).json();
+      L.geoJSON(aoi, { style: { color: "#ff00ff", weight: 2, fill: false } }).addTo(map);
+    }
+    map.on("click", async (event) => {
+      const { lat, lng } = event.latlng;
+      const reply = await fetch(`/api/pixel?lon=${lng}&lat=${lat}`);
+      showPixel(await reply.json(), job.classes);
+      state.clicks = (state.clicks || 0) + 1;
+    });
+    state.interactiveMs = performance.now();
+    state.ready = true;
+  }
+
+  start().catch((error) => {
+    document.getElementById("subtitle").textContent = `error: ${error}`;
+    state.error = String(error);
+  });
+})();
