@@ -12,8 +12,11 @@ from typer.core import TyperGroup
 from landcover import redaction
 from landcover.commands.cluster import cluster_app
 from landcover.commands.data import data_app
+from landcover.commands.export import export
 from landcover.commands.options import (
+    CheckpointOption,
     ConfigFileOption,
+    ModelOption,
     Nnodes,
     NodeRank,
     RdzvEndpoint,
@@ -22,6 +25,7 @@ from landcover.commands.options import (
     TtaOption,
     WorkersPerNode,
     check_resolution,
+    model_file,
 )
 from landcover.errors import LandcoverError
 from landcover.registry import engine_help
@@ -72,6 +76,7 @@ app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.add_typer(cluster_app, name="cluster")
+app.command()(export)
 
 
 @app.command()
@@ -173,9 +178,8 @@ def predict(
             "image column); paths or blob URLs."
         ),
     ],
-    checkpoint: Annotated[
-        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
-    ],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
     out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "predictions",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
@@ -300,15 +304,14 @@ def predict(
         writers=writers,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
-    run_predict_job(tiles, checkpoint, options, job, device, launch)
+    run_predict_job(tiles, model_file(checkpoint, model, compiled), options, job, device, launch)
 
 
 @app.command()
 def evaluate(
-    checkpoint: Annotated[
-        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
-    ],
     data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
     out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "evaluation",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
@@ -337,7 +340,15 @@ def evaluate(
     check_resolution(resolution)
     check_no_credentials(out)  # (the folder is made once the model and data pass their checks)
     run_evaluate(
-        checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
+        model_file(checkpoint, model),
+        data,
+        out,
+        overlap,
+        batch_size,
+        device,
+        window,
+        parse_tta(tta),
+        resolution,
     )
 
 
