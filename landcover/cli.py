@@ -12,7 +12,7 @@ from typer.core import TyperGroup
 from landcover import redaction
 from landcover.commands.cluster import cluster_app
 from landcover.commands.data import data_app
-from landcover.commands.export import export
+from landcover.commands.export import export_command
 from landcover.commands.options import (
     CheckpointOption,
     ConfigFileOption,
@@ -76,7 +76,7 @@ app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.add_typer(cluster_app, name="cluster")
-app.command()(export)
+app.command(name="export")(export_command)
 
 
 @app.command()

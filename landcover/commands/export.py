@@ -9,7 +9,7 @@ import typer
 from landcover.inference.exported import FORMATS
 
 
-def export(
+def export_command(
     checkpoint: Annotated[str, typer.Argument(help="A landcover checkpoint (.pt).")],
     fmt: Annotated[
         str,

@@ -58,7 +58,10 @@ def write_model(model: nn.Module, fmt: str, bands: int, patch: int, path: Path, 
     Raises:
         ConfigError: The model cannot be exported, or its export computes something else.
     """
+    if fmt == "onnx":
+        check_onnx_installed()
     example = torch.zeros(2, bands, patch, patch)
+    probe, expected = probe_logits(model, bands, patch, where)
     try:
         with warnings.catch_warnings(), torch.no_grad():
             warnings.simplefilter("ignore")
@@ -78,25 +81,56 @@ def write_model(model: nn.Module, fmt: str, bands: int, patch: int, path: Path, 
             else:
                 program = torch.export.export(model, (example,), dynamic_shapes=dynamic_shapes())
                 torch.export.save(program, str(path))
-    except ConfigError:
-        raise
     except Exception as exc:  # torch.export and the exporter raise many types
         raise ConfigError(f"{where} cannot be exported as {fmt}: {first_line(exc, 240)}") from None
-    check_model(model, fmt, bands, patch, path, where)
+    check_model(model, fmt, probe, expected, path, where)
 
 
-def check_model(model: nn.Module, fmt: str, bands: int, patch: int, path: Path, where: str) -> None:
-    """Runs the exported file and torch on one probe batch; refuses logits that differ.
+def check_onnx_installed() -> None:
+    """Refuses an ONNX export before any work when its packages are missing.
+
+    Raises:
+        ConfigError: onnx, onnxscript or onnxruntime is not installed.
+    """
+    import importlib.util
+
+    missing = [m for m in ("onnx", "onnxscript", "onnxruntime") if not importlib.util.find_spec(m)]
+    if missing:
+        raise ConfigError(
+            f"--format onnx needs {', '.join(missing)}: pip install 'landcover[onnx]'"
+        )
+
+
+def probe_logits(
+    model: nn.Module, bands: int, patch: int, where: str
+) -> tuple[torch.Tensor, np.ndarray]:
+    """A probe batch of another batch size and sides than the example's, and torch's logits.
+
+    Raises:
+        ConfigError: The model runs at one input size only (DPT's ViT).
+    """
+    generator = torch.Generator().manual_seed(0)
+    side = patch + SIDE_MULTIPLE
+    probe = torch.randn(3, bands, side, side + SIDE_MULTIPLE, generator=generator)
+    try:
+        with torch.no_grad():
+            expected = model(probe).numpy()
+    except Exception as exc:  # the architecture's own check of the input size
+        raise ConfigError(
+            f"{where} runs at one input size only, not at another input size "
+            f"({first_line(exc, 200)}): it cannot be exported with dynamic sides"
+        ) from None
+    return probe, expected
+
+
+def check_model(
+    model: nn.Module, fmt: str, probe: torch.Tensor, expected: np.ndarray, path: Path, where: str
+) -> None:
+    """Runs the exported file on the probe batch; refuses logits that differ from torch's.
 
     Raises:
         ConfigError: The exported model fails on the probe or differs from torch.
     """
-    generator = torch.Generator().manual_seed(0)
-    probe = torch.randn(
-        3, bands, patch + SIDE_MULTIPLE, patch + 2 * SIDE_MULTIPLE, generator=generator
-    )
-    with torch.no_grad():
-        expected = model(probe).numpy()
     try:
         if fmt == "onnx":
             import onnxruntime
@@ -108,13 +142,14 @@ def check_model(model: nn.Module, fmt: str, bands: int, patch: int, path: Path, 
                 got = torch.export.load(str(path)).module()(probe).numpy()
     except Exception as exc:  # the runtime's own types
         raise ConfigError(
-            f"{where} exports as {fmt} but the export cannot run on another size: "
-            f"{first_line(exc, 240)}"
+            f"{where} exports as {fmt} but fails at another input size than it was traced "
+            f"at, a size being fixed inside the model ({first_line(exc, 200)})"
         ) from None
     scale = max(1.0, float(np.abs(expected).max()))
     worst = float(np.abs(got - expected).max()) if got.shape == expected.shape else float("inf")
     if not worst <= TOLERANCE * scale:
         raise ConfigError(
-            f"{where} exports as {fmt} but computes other logits at another input size "
-            f"(off by {worst:.3g}, logits up to {scale:.3g}): a size is fixed inside the model"
+            f"{where} exports as {fmt} but computes other logits at another input size than "
+            f"it was traced at (off by {worst:.3g}, logits up to {scale:.3g}): a size is fixed "
+            "inside the model"
         )
