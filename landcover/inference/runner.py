@@ -122,6 +122,9 @@ def load_onnx_model(path: str | Path, device: str = "auto") -> InferenceModel:
     providers = onnx_providers(device)
     options = onnxruntime.SessionOptions()
     options.intra_op_num_threads = torch.get_num_threads()  # the worker's share of the cores
+    # its threads sleep between runs, as OpenMP's do here (landcover.threads): spinning, they
+    # would take the cores from the reader, the writer and the blending between forwards
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     data = Path(path).read_bytes()
     try:
         session = onnxruntime.InferenceSession(data, options, providers=providers)

@@ -28,11 +28,13 @@ from landcover.config import RunConfig
 from landcover.export.command import export_model
 from landcover.inference.loader import load_inference_model
 from landcover.inference.options import PredictOptions
+from landcover.inference.predict import predict_tile
+from landcover.inference.runner import load_model
 from landcover.mapping.job import run_predict_job
 from landcover.mapping.spec import JobOptions
 from landcover.synthetic.synthetic import synthesize_scene
 
-from conftest import assert_one_line_error, run_cli, write_naip_tile
+from conftest import REPO, assert_one_line_error, run_cli, write_naip_tile
 
 PROB_TOLERANCE = 1e-4
 """Largest difference of a float32 probability through ONNX Runtime from torch's (they differ
@@ -230,3 +232,33 @@ def test_model_option_errors_are_one_line(
     )
     assert_one_line_error(missing, "model.json is not beside it")
     assert not (tmp_path / "o").exists()
+
+
+def docs_snippet() -> str:
+    """The ONNX Runtime snippet of docs/guide/export.md, as written there."""
+    text = (REPO / "docs" / "guide" / "export.md").read_text()
+    section = text.split("## Run it without landcover", 1)[1]
+    return section.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_docs_snippet_maps_a_window_as_predict_does(
+    exported: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code = docs_snippet()
+    assert len(code.strip().splitlines()) <= 15
+    image, _ = synthesize_scene(128, 128, np.random.default_rng(11))
+    tile = write_naip_tile(tmp_path / "tile.tif", np.maximum(image, 1), "EPSG:26918", 1.0, (0, 0))
+    (tmp_path / "model").symlink_to(exported)
+    namespace: dict = {}
+    monkeypatch.chdir(tmp_path)
+    exec(compile(code, "docs/guide/export.md", "exec"), namespace)  # landcover not imported
+
+    # the tile is one window: predict's map of it (its per-tile statistics are the window's)
+    options = PredictOptions(str(tmp_path / "maps"), prob_dtype="float32", preview=False)
+    result = predict_tile(str(tile), load_model(exported / "model.onnx", "cpu"), options)
+    classes, probs = read(Path(result.class_map))[0], read(Path(result.prob_map))
+    assert np.abs(namespace["probs"] - probs).max() <= PROB_TOLERANCE
+    top2 = np.sort(probs, axis=0)[-2:]
+    clear = (top2[1] - top2[0]) > 1 / 255
+    assert np.array_equal(namespace["classes"][clear], classes[clear])
+    assert (namespace["classes"] == classes).mean() >= 0.999
