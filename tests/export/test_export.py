@@ -247,7 +247,9 @@ def test_the_docs_snippet_maps_a_window_as_predict_does(
     code = docs_snippet()
     assert len(code.strip().splitlines()) <= 15
     image, _ = synthesize_scene(128, 128, np.random.default_rng(11))
-    tile = write_naip_tile(tmp_path / "tile.tif", np.maximum(image, 1), "EPSG:26918", 1.0, (0, 0))
+    tile = write_naip_tile(
+        tmp_path / "tile.tif", np.maximum(image, 1), "EPSG:26918", 1.0, (400000, 4300000)
+    )
     (tmp_path / "model").symlink_to(exported)
     namespace: dict = {}
     monkeypatch.chdir(tmp_path)
