@@ -264,6 +264,7 @@ def predict(
     from landcover.mapping.spec import JobOptions
     from landcover.parallel.devices import predict_workers
 
+    checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
     if prob_compress not in ("zstd", "deflate"):
@@ -304,7 +305,7 @@ def predict(
         writers=writers,
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
-    run_predict_job(tiles, model_file(checkpoint, model, compiled), options, job, device, launch)
+    run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 
 @app.command()
