@@ -18,14 +18,14 @@ from pathlib import Path
 import torch
 
 from landcover import storage
-from landcover.checkpoint import load_checkpoint
 from landcover.errors import ConfigError
 from landcover.export.artifacts import OPSET, write_model
 from landcover.export.describe import describe_model
 from landcover.export.stacmlm import model_item
 from landcover.inference.exported import FORMATS, METADATA_NAME, STAC_NAME
 from landcover.inference.loader import load_inference_model
-from landcover.redaction import redact
+from landcover.redaction import redact, redact_tree
+from landcover.storage.urls import check_no_credentials
 
 log = logging.getLogger("landcover")
 
@@ -61,20 +61,21 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
     Raises:
         ConfigError: An unknown format, a remote ``out``, or a model that cannot export.
         CheckpointError: If the checkpoint cannot be loaded.
+        StorageError: If a remote checkpoint cannot be read, or its URL carries a SAS token.
     """
     if fmt not in FORMATS:
         raise ConfigError(f"--format {fmt}: choose one of {', '.join(FORMATS)}")
+    check_no_credentials(checkpoint)  # a SAS token goes in the environment, not in a URL
     if storage.is_remote(out):
         raise ConfigError(f"--out {redact(out)}: export writes to a local folder")
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--out {folder}: exists and is not a folder")
     im = load_inference_model(checkpoint, "cpu")
-    state = load_checkpoint(checkpoint)
     model = im.config.model
     where = f"model.arch {model.arch!r} (encoder {model.encoder!r})"
     opset = OPSET if fmt == "onnx" else None
-    meta = describe_model(im, fmt, opset, state.config)
+    meta = describe_model(im, fmt, opset, redact_tree(im.config.to_dict()))
     parent = folder.parent if str(folder.parent) else Path(".")
     parent.mkdir(parents=True, exist_ok=True)
     scratch = parent / f".{folder.name}.export-{os.getpid()}-{uuid.uuid4().hex[:8]}"
@@ -86,7 +87,7 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         (scratch / METADATA_NAME).write_text(meta.to_json())
         parameters = sum(p.numel() for p in im.model.parameters())
         version = f"opset {opset}" if opset else torch.__version__
-        item = model_item(meta, Path(checkpoint).stem, version, parameters)
+        item = model_item(meta, storage.name(checkpoint).rsplit(".", 1)[0], version, parameters)
         (scratch / STAC_NAME).write_text(json.dumps(item.to_dict(), indent=2) + "\n")
         _publish(scratch, folder, [METADATA_NAME, STAC_NAME, meta.model_file])
     finally:

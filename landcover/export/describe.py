@@ -6,6 +6,7 @@ from typing import Any
 
 import torch
 
+from landcover import storage
 from landcover.config import ARCHITECTURES
 from landcover.inference.exported import (
     FORMATS,
@@ -41,7 +42,7 @@ def describe_model(
         im: The checkpoint's model, loaded (its weights, config and epoch).
         fmt: ``onnx`` or ``exported-program``.
         opset: The ONNX opset (``None`` for an exported program).
-        state_config: The configuration as the checkpoint stores it (redacted).
+        state_config: The configuration as plain data (redacted).
 
     Returns:
         The metadata.
@@ -77,7 +78,7 @@ def describe_model(
         epoch=im.epoch,
         architecture=f"{ARCHITECTURES[model.arch]}/{model.encoder}",
         weights_sha256=weights_sha256(im.model),
-        source_checkpoint=str(im.checkpoint).rsplit("/", 1)[-1],
+        source_checkpoint=storage.name(im.checkpoint),
         exporter=f"torch {torch.__version__} ({'torch.onnx, dynamo' if opset else 'torch.export'})",
         config=state_config,
     )
