@@ -12,6 +12,12 @@ Mpx/s of each (median round), the ratio, and how far apart they are: the largest
 of a softmax probability, and the share of pixels whose arg-max class agrees (with random
 weights the classes are near ties far more often than a trained model's).
 
+Then, per config, a checkpoint of the same model is exported by ``landcover export``'s own
+function and a synthetic region of three tiles is mapped through the region job with the
+checkpoint and with the exported model (``predict --model``): ``onnx_agreement.csv`` has the
+class maps' pixel agreement, whether they are identical wherever the checkpoint's top two
+probabilities differ by more than 1/255, and the largest probability difference.
+
 Usage: python benchmarks/onnx_bench.py [--quick] [--rounds N] [--out DIR]
 (``--quick``: one window of 256 px per model, two rounds).
 """
@@ -113,6 +119,76 @@ def measure(name: str, quick: bool, rounds: int, scratch: Path) -> dict[str, Any
     }
 
 
+def region_agreement(name: str, scratch: Path) -> dict[str, Any]:
+    """The class maps of a synthetic region through the checkpoint and through ``--model``.
+
+    A checkpoint of the config's model (random weights, band statistics of a typical NAIP
+    flight) is exported with ``landcover export``'s own function and both map three synthetic
+    tiles through the region job (float32 probabilities); the row says how far apart they are.
+    """
+    import rasterio
+    from rasterio.transform import from_origin
+
+    from landcover.checkpoint import Checkpoint
+    from landcover.config import RunConfig, load_config
+    from landcover.export.command import export_model
+    from landcover.inference.options import PredictOptions
+    from landcover.mapping.job import run_predict_job
+    from landcover.mapping.spec import JobOptions
+    from landcover.models import build_model
+    from landcover.synthetic.synthetic import synthesize_scene
+
+    stats = {"data.mean": [0.36, 0.42, 0.33, 0.49], "data.std": [0.14, 0.14, 0.11, 0.19]}
+    config = load_config(CONFIGS[name], stats)
+    torch.manual_seed(0)
+    model = build_model(config.model, len(config.data.bands), config.data.classes.num_classes, 64)
+    ckpt = scratch / f"{name}.pt"
+    state = Checkpoint(model=model.state_dict(), config=config.to_dict(), pixel_size_m=1.0)
+    ckpt.write_bytes(state.serialize())
+    exported = export_model(str(ckpt), "onnx", str(scratch / f"{name}-model"))
+    region = scratch / f"{name}-region"
+    region.mkdir()
+    for i, (height, width) in enumerate([(300, 280), (256, 384), (200, 200)]):
+        image, _ = synthesize_scene(height, width, np.random.default_rng(100 + i))
+        profile = {"driver": "GTiff", "height": height, "width": width, "count": 4}
+        profile.update(dtype="uint8", crs="EPSG:26918", nodata=0)
+        profile["transform"] = from_origin(400000 + 1000 * i, 4300000, 1.0, 1.0)
+        with rasterio.open(region / f"t{i}_naip.tif", "w", **profile) as ds:
+            ds.write(image)
+    maps = {}
+    for label, model_path in (("checkpoint", ckpt), ("onnx", exported.model)):
+        out = scratch / f"{name}-{label}"
+        options = PredictOptions(str(out), prob_dtype="float32", preview=False)
+        run_predict_job([str(region)], str(model_path), options, JobOptions(), "cpu", RunConfig())
+        maps[label] = out
+    agree = total = clear_total = clear_same = 0
+    worst = 0.0
+    for tile in sorted(region.glob("*_naip.tif")):
+        read = {}
+        for label, out in maps.items():
+            with rasterio.open(out / f"{tile.stem}_class.tif") as ds:
+                classes = ds.read(1)
+            with rasterio.open(out / f"{tile.stem}_prob.tif") as ds:
+                read[label] = (classes, ds.read())
+        (c_t, p_t), (c_o, p_o) = read["checkpoint"], read["onnx"]
+        worst = max(worst, float(np.abs(p_o - p_t).max()))
+        top2 = np.sort(p_t, axis=0)[-2:]
+        clear = (top2[1] - top2[0]) > 1 / 255
+        agree += int((c_o == c_t).sum())
+        total += c_t.size
+        clear_total += int(clear.sum())
+        clear_same += int((c_o[clear] == c_t[clear]).sum())
+    return {
+        "config": f"configs/{name}.yaml",
+        "normalize": config.data.normalize,
+        "pixels": total,
+        "class_agreement": round(agree / total, 6),
+        "clear_pixels": clear_total,
+        "clear_identical": clear_same == clear_total,
+        "max_prob_diff": worst,
+    }
+
+
 def run(quick: bool, out: Path, rounds: int | None = None) -> list[Goal]:
     """Runs the part: both configs, in one process.
 
@@ -128,6 +204,7 @@ def run(quick: bool, out: Path, rounds: int | None = None) -> list[Goal]:
     start = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="lc-onnx-") as scratch:
         rows = [measure(name, quick, rounds, Path(scratch)) for name in CONFIGS]
+        agreement = [region_agreement(name, Path(scratch)) for name in CONFIGS]
     goals = [
         Goal(
             PART,
@@ -138,12 +215,24 @@ def run(quick: bool, out: Path, rounds: int | None = None) -> list[Goal]:
             f"{row['batch']} x {row['window']} px, {row['threads']} threads, CPU provider",
         )
         for row in rows
+    ] + [
+        Goal(
+            PART,
+            f"class map through --model / the checkpoint's, synthetic region, {row['config']}",
+            row["class_agreement"],
+            ">= 0.999, identical where the top two differ by > 1/255",
+            row["class_agreement"] >= 0.999 and row["clear_identical"],
+            f"{row['pixels']} px, {row['normalize']} normalisation, random weights; "
+            f"probabilities within {row['max_prob_diff']:.2g}",
+        )
+        for row in agreement
     ]
     extra = {
         "settings": {"quick": quick, "rounds": rounds},
         "loadavg_end": os.getloadavg(),
         "seconds": round(time.perf_counter() - start, 1),
     }
+    write_results(f"{PART}_agreement", agreement, {}, out)
     write_results(PART, rows, extra, out, goals)
     return goals
 

@@ -91,7 +91,8 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         (scratch / STAC_NAME).write_text(json.dumps(item.to_dict(), indent=2) + "\n")
         _publish(scratch, folder, [METADATA_NAME, STAC_NAME, meta.model_file])
     finally:
-        shutil.rmtree(scratch, ignore_errors=True)
+        if scratch.exists():  # a failed export's, or the emptied one
+            shutil.rmtree(scratch, ignore_errors=True)
     log.info(
         "exported %s (epoch %d) as %s%s to %s",
         checkpoint,
@@ -107,7 +108,6 @@ def _publish(scratch: Path, folder: Path, names: list[str]) -> None:
     """Moves the finished files into ``folder``: the whole scratch folder when there is none."""
     if not folder.exists():
         os.replace(scratch, folder)
-        scratch.mkdir()  # the caller removes it
         return
     for name in names:  # the model last: its metadata is there before it
         os.replace(scratch / name, folder / name)
