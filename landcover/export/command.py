@@ -86,7 +86,7 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         )
         (scratch / METADATA_NAME).write_text(meta.to_json())
         parameters = sum(p.numel() for p in im.model.parameters())
-        version = f"opset {opset}" if opset else torch.__version__
+        version = _version("onnx") if opset else torch.__version__
         item = model_item(meta, storage.name(checkpoint).rsplit(".", 1)[0], version, parameters)
         (scratch / STAC_NAME).write_text(json.dumps(item.to_dict(), indent=2) + "\n")
         _publish(scratch, folder, [METADATA_NAME, STAC_NAME, meta.model_file])
@@ -102,6 +102,13 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         folder / meta.model_file,
     )
     return Exported(folder / meta.model_file, folder / METADATA_NAME, folder / STAC_NAME, opset)
+
+
+def _version(package: str) -> str:
+    """An installed package's version."""
+    from importlib.metadata import version
+
+    return version(package)
 
 
 def _publish(scratch: Path, folder: Path, names: list[str]) -> None:

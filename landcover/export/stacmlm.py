@@ -3,9 +3,9 @@
 The ``mlm`` extension (pystac's ``pystac.extensions.mlm``) is how a STAC catalogue describes
 a geospatial model so that another tool can run it: its input (bands in order, the
 ``(batch, bands, height, width)`` float32 shape with ``-1`` where any size goes, and the
-normalisation: for ``global`` statistics a ``processing`` value scaling with the per-band mean
-and standard deviation on the 0..255 pixels, for ``per_tile`` a pre-processing function in
-words), its output (logits of the same height and
+normalisation: for ``global`` statistics one ``z-score`` value scaling per band on the 0..255
+pixels, for ``per_tile`` a pre-processing function in words; the bands are named in the
+item's STAC 1.1 ``bands`` too, as the extension's schema requires), its output (logits of the same height and
 width, one channel per class, the classes with their values and colours) and its framework.
 The model file is the ``model`` asset (role ``mlm:model``, ``mlm:artifact_type``), the
 metadata ``model.json`` the ``metadata`` asset. The item has no footprint (a model applies
@@ -16,6 +16,7 @@ overlap and the training pixel size.
 from __future__ import annotations
 
 from datetime import datetime, timezone
+from typing import Any
 
 import pystac
 from pystac.extensions.classification import Classification
@@ -42,19 +43,22 @@ MEDIA_TYPES = {
 FRAMEWORKS = {"onnx": "ONNX", "exported-program": "PyTorch"}
 
 
-def value_scaling(meta: ModelMetadata) -> ValueScaling | None:
-    """The global statistics as one ``processing`` value scaling (``None``: per tile).
+def value_scaling(meta: ModelMetadata) -> list[dict[str, Any]] | None:
+    """The global statistics as one ``z-score`` per band on the 0..255 pixels (``None``: per tile).
 
-    pystac's ``ValueScaling`` is one object per input, so the per-band z-score is written as
-    a ``processing`` expression with the numbers (pixels 0..255).
+    The extension's schema takes a list (one per band, in the input's order); pystac's
+    ``ModelInput.value_scaling`` holds one object, so the list is written into the input's
+    properties, each entry made and checked by pystac's ``ValueScaling``.
     """
     norm = meta.normalization
     if norm.mode != "global":
         return None
-    mean = ", ".join(f"{255.0 * m:.6g}" for m in norm.mean)
-    std = ", ".join(f"{255.0 * s:.6g}" for s in norm.std)
-    expression = f"(pixel - mean[band]) / std[band]; mean = [{mean}]; std = [{std}]"
-    return ValueScaling.create(ValueScalingType.PROCESSING, format="text", expression=expression)
+    scalings = []
+    for mean, std in zip(norm.mean, norm.std, strict=True):
+        scaling = ValueScaling.create(ValueScalingType.Z_SCORE, mean=255 * mean, stddev=255 * std)
+        ValueScaling.validate_property_dict(ValueScalingType.Z_SCORE, scaling.to_dict())
+        scalings.append(scaling.to_dict())
+    return scalings
 
 
 def model_item(
@@ -65,8 +69,9 @@ def model_item(
     Args:
         meta: The model's metadata.
         item_id: The item's id.
-        framework_version: The version of ``FRAMEWORKS[meta.runtime]`` that wrote it (the
-            ONNX opset for ONNX).
+        framework_version: The version (semantic, as the schema wants) of the framework that
+            wrote it: the onnx package's for ONNX (the opset is ``landcover:onnx_opset``),
+            torch's for an exported program.
         parameters: The model's parameter count.
 
     Returns:
@@ -79,12 +84,14 @@ def model_item(
         datetime=datetime.now(timezone.utc).replace(microsecond=0),
         properties={
             "description": f"landcover {meta.architecture} land-cover segmentation model",
+            "bands": [{"name": band} for band in meta.bands],  # STAC 1.1's, as mlm:input's
             "landcover:window": meta.window,
             "landcover:overlap": meta.overlap,
             "landcover:side_multiple": meta.side_multiple,
             "landcover:pixel_size_m": meta.pixel_size_m,
             "landcover:normalize": meta.normalization.mode,
             "landcover:weights_sha256": meta.weights_sha256,
+            "landcover:onnx_opset": meta.opset,
         },
     )
     bands, classes = len(meta.bands), len(meta.classes)
@@ -98,10 +105,11 @@ def model_item(
             [-1, bands, -1, -1], ["batch", "bands", "height", "width"], "float32"
         ),
         description=f"uint8 pixels normalised per band; sides a multiple of {meta.side_multiple}",
-        value_scaling=value_scaling(meta),
+        value_scaling=None,
         resize_type=None,
         pre_processing_function=preprocess,
     )
+    model_input.properties["value_scaling"] = value_scaling(meta)
     output = ModelOutput.create(
         name=meta.output_name,
         tasks=[TaskType.SEMANTIC_SEGMENTATION],
@@ -126,7 +134,6 @@ def model_item(
         framework=FRAMEWORKS[meta.runtime],
         framework_version=framework_version,
         total_parameters=parameters,
-        pretrained=False,
         batch_size_suggestion=meta.batch_size,
     )
     asset = pystac.Asset(

@@ -12,6 +12,7 @@ probabilities differ by more than 1/255, and the float32 probabilities within
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -154,6 +155,16 @@ def test_stac_item_describes_the_model_with_the_mlm_extension(exported: Path) ->
     assert asset.href.endswith("model.onnx") and "mlm:model" in asset.roles
     assert AssetGeneralMLMExtension.ext(asset).artifact_type == "onnx"
     assert item.properties["landcover:window"] == meta["window"]
+    # what the extension's schema asks beyond pystac's classes: the bands described in the
+    # item (STAC 1.1), a semantic framework version, colours as 6 hex digits
+    assert item.properties["bands"] == [{"name": band} for band in meta["bands"]]
+    assert mlm.framework_version == onnx.__version__
+    assert re.fullmatch(r"\d+\.\d+\.\d+([-+].*)?", mlm.framework_version)
+    assert item.properties["landcover:onnx_opset"] == 18
+    assert [c.color_hint for c in output.classes] == [
+        c["color"][1:].upper() for c in meta["classes"]
+    ]
+    assert "mlm:artifact_type" not in item.properties  # an asset's field only
 
 
 def test_onnx_model_maps_the_region_as_the_checkpoint(maps: tuple[Path, Path]) -> None:
@@ -211,10 +222,15 @@ def test_exported_program_gives_the_checkpoints_logits(checkpoint: Path, tmp_pat
     with torch.no_grad():
         assert torch.allclose(program(x), model(x), atol=1e-4)
     mlm = MLMExtension.ext(pystac.Item.from_file(str(done.stac_item)))
-    scaling = mlm.input[0].value_scaling  # global statistics: the numbers, 0..255 pixels
-    ValueScaling.validate_property_dict(scaling.type, scaling.to_dict())
-    mean = load_checkpoint(checkpoint).config["data"]["mean"]
-    assert f"{255 * mean[0]:.6g}" in scaling.expression
+    # global statistics: one z-score per band on the 0..255 pixels, a list as the schema has it
+    scalings = mlm.input[0].properties["value_scaling"]
+    data = load_checkpoint(checkpoint).config["data"]
+    assert len(scalings) == len(data["bands"])
+    for scaling, mean, std in zip(scalings, data["mean"], data["std"], strict=True):
+        ValueScaling.validate_property_dict(scaling["type"], scaling)
+        assert scaling["type"] == "z-score"
+        assert scaling["mean"] == pytest.approx(255 * mean)
+        assert scaling["stddev"] == pytest.approx(255 * std)
     assert mlm.framework == "PyTorch" and mlm.framework_version == torch.__version__
 
 
