@@ -12,8 +12,11 @@ from typer.core import TyperGroup
 from landcover import redaction
 from landcover.commands.cluster import cluster_app
 from landcover.commands.data import data_app
+from landcover.commands.export import export_command
 from landcover.commands.options import (
+    CheckpointOption,
     ConfigFileOption,
+    ModelOption,
     Nnodes,
     NodeRank,
     RdzvEndpoint,
@@ -22,6 +25,7 @@ from landcover.commands.options import (
     TtaOption,
     WorkersPerNode,
     check_resolution,
+    model_file,
 )
 from landcover.commands.view import view
 from landcover.errors import LandcoverError
@@ -73,6 +77,7 @@ app = typer.Typer(
 )
 app.add_typer(data_app, name="data")
 app.add_typer(cluster_app, name="cluster")
+app.command(name="export")(export_command)
 
 
 @app.command()
@@ -174,9 +179,8 @@ def predict(
             "image column); paths or blob URLs."
         ),
     ],
-    checkpoint: Annotated[
-        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
-    ],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
     out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "predictions",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
@@ -261,6 +265,7 @@ def predict(
     from landcover.mapping.spec import JobOptions
     from landcover.parallel.devices import predict_workers
 
+    checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
     if prob_compress not in ("zstd", "deflate"):
@@ -306,10 +311,9 @@ def predict(
 
 @app.command()
 def evaluate(
-    checkpoint: Annotated[
-        str, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
-    ],
     data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
     out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "evaluation",
     overlap: Annotated[
         int | None, typer.Option(help="Window overlap in px (default: patch/4).")
@@ -338,7 +342,15 @@ def evaluate(
     check_resolution(resolution)
     check_no_credentials(out)  # (the folder is made once the model and data pass their checks)
     run_evaluate(
-        checkpoint, data, out, overlap, batch_size, device, window, parse_tta(tta), resolution
+        model_file(checkpoint, model),
+        data,
+        out,
+        overlap,
+        batch_size,
+        device,
+        window,
+        parse_tta(tta),
+        resolution,
     )
 
 

@@ -140,7 +140,7 @@ def train_args(config: Path, data: Path, out: Path, *extra: str) -> list[str]:
 # one process. Launching workers or nodes, another environment, torch.compile, blob transfers
 # and LANDCOVER_TEST_SUBPROCESS=1 keep a real subprocess.
 _HERE = {("predict",), ("evaluate",), ("train",), ("data", "stats"), ("data", "check")}
-_HERE |= {("data", "prepare"), ("data", "synth"), ("cluster", "plan")}
+_HERE |= {("data", "prepare"), ("data", "synth"), ("cluster", "plan"), ("export",)}
 _NOT_HERE = ("--nnodes", "--engine", "--compile", "--rdzv-endpoint", "--node-rank")
 
 

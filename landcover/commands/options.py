@@ -76,3 +76,41 @@ def check_resolution(value: str) -> None:
         parse_resolution(value)
     except ValueError as exc:
         raise typer.BadParameter(str(exc), param_hint="--resolution") from None
+
+
+CheckpointOption = Annotated[
+    str | None, typer.Option("--checkpoint", "-k", help="A landcover checkpoint (.pt).")
+]
+ModelOption = Annotated[
+    str | None,
+    typer.Option(
+        help="Instead of --checkpoint: a model exported by landcover export --format onnx "
+        "(model.onnx, its model.json beside it), run by ONNX Runtime."
+    ),
+]
+
+
+def model_file(checkpoint: str | None, model: str | None, compiled: bool = False) -> str:
+    """The model a command runs: ``--checkpoint`` or ``--model``, exactly one (usage errors).
+
+    Args:
+        checkpoint: ``--checkpoint``.
+        model: ``--model`` (an ``.onnx`` file).
+        compiled: ``--compile`` was given (torch.compile: a checkpoint's model only).
+
+    Returns:
+        The path or URL.
+    """
+    if (checkpoint is None) == (model is None):
+        raise typer.BadParameter("give --checkpoint or --model (one of them)", param_hint="--model")
+    if model is not None and not model.lower().endswith(".onnx"):
+        raise typer.BadParameter(
+            f"{model}: not an .onnx file (landcover export)", param_hint="--model"
+        )
+    if checkpoint is not None and checkpoint.lower().endswith(".onnx"):
+        raise typer.BadParameter("an ONNX model is given with --model", param_hint="--checkpoint")
+    if model is not None and compiled:
+        raise typer.BadParameter(
+            "runs a checkpoint's torch model, not ONNX", param_hint="--compile"
+        )
+    return model if model is not None else str(checkpoint)

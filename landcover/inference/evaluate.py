@@ -352,12 +352,12 @@ def run_evaluate(
         The metrics.
     """
     from landcover.data.pairs import discover_pairs, read_manifest
-    from landcover.inference.loader import load_inference_model
+    from landcover.inference.runner import load_model
     from landcover.logs import setup_logging
     from landcover.parallel.env import DistEnv
 
     setup_logging(DistEnv(), None)
-    im = load_inference_model(checkpoint, device)
+    im = load_model(checkpoint, device)  # a checkpoint, or an exported .onnx model
     if data.endswith(".csv"):
         pairs = [pair for pair, _ in read_manifest(data)]
     else:

@@ -127,18 +127,14 @@ def measured_tiles(
         DataError: If the inputs name no tiles, or no tile can be predicted.
         ConfigError: If the window or overlap does not fit the model.
     """
-    from landcover.checkpoint import load_checkpoint
-    from landcover.config import config_from_dict
-    from landcover.inference.loader import checkpoint_pixel_size
     from landcover.inference.resolution import checked_grid, resolve_resolution
+    from landcover.inference.runner import model_settings
     from landcover.inference.sliding import resolve_geometry
 
-    state = load_checkpoint(checkpoint)
-    data = config_from_dict(state.config, source=f"{checkpoint}: config").data
+    settings = model_settings(checkpoint)  # a checkpoint's, or an exported model's
+    data = settings.config.data
     resolve_geometry(data.patch_size, *geometry)
-    resolved = resolve_resolution(
-        resolution, checkpoint_pixel_size(state.pixel_size_m), checkpoint, True
-    )
+    resolved = resolve_resolution(resolution, settings.pixel_size_m, checkpoint, True)
 
     def check(src: Any, tile: str) -> None:
         checked_grid(src, tile, resolved, data.patch_size)

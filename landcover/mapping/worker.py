@@ -23,8 +23,8 @@ from landcover.diskerrors import OutputError
 from landcover.errors import DataError, LandcoverError
 from landcover.fileio import remove_stale_temporaries
 from landcover.folderlock import folder_lock
-from landcover.inference.loader import load_inference_model
 from landcover.inference.predict import TileMapper
+from landcover.inference.runner import load_model
 from landcover.logs import setup_logging
 from landcover.mapping import comm
 from landcover.mapping.deal import TileBoard
@@ -238,7 +238,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         started = time.perf_counter()
         started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
         entries = _shared_entries(spec, env)
-        im = load_inference_model(spec.checkpoint, spec.device, env.local_rank)
+        im = load_model(spec.checkpoint, spec.device, env.local_rank)
         fingerprint = make_fingerprint(im, spec.options)
         log.info(
             "rank %d/%d: pid %d on %s, %d torch threads, GDAL threads %s",
