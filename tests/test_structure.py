@@ -13,7 +13,8 @@ from pathlib import Path
 from conftest import REPO
 
 PACKAGE = REPO / "landcover"
-LARGEST = 400
+LARGEST = 350
+"""A module longer than this is a prompt to find its seam (issue 46: no module over 350 lines)."""
 ENGINE_TEST = re.compile(
     r"""engine\s*(?:==|!=)|(?:==|!=)\s*["'](?:torch|horovod)["']|["'](?:torch|horovod)["']\s*(?:==|!=)"""
 )
@@ -182,7 +183,7 @@ def test_training_and_parallel_modules_stay_small() -> None:
     assert {name: n for name, n in sizes.items() if n >= LARGEST} == {}
 
 
-def test_no_module_is_over_400_lines_but_those_listed_with_a_reason() -> None:
+def test_no_module_is_over_350_lines_but_those_listed_with_a_reason() -> None:
     large = {name for name, n in _sizes().items() if n > LARGEST}
     assert large - set(OVERSIZE) == set(), "split it, or list it in OVERSIZE with a reason"
     assert set(OVERSIZE) - large == set(), "it is small now: take it off OVERSIZE"

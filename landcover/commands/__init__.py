@@ -1,5 +1,6 @@
-"""The command groups of ``landcover`` (``data``, ``cluster``) and the options commands share.
+"""The commands of ``landcover`` but ``train``, and the options commands share.
 
-:mod:`landcover.cli` assembles them with ``train``, ``predict`` and ``evaluate`` into one
-typer app and runs it.
+``predict`` and ``evaluate`` (:mod:`.mapping`), ``export``, ``view``, and the ``data`` and
+``cluster`` command groups; :mod:`.options` holds the options several commands take.
+:mod:`landcover.cli` assembles them with ``train`` into one typer app and runs it.
 """

@@ -34,6 +34,7 @@ from landcover.errors import DataError
 from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
 from landcover.inference.loader import InferenceModel, dataset_normalizer
+from landcover.inference.metricstable import metric_text, print_metrics_table
 from landcover.inference.options import CHECKPOINT_EXPECTS
 from landcover.inference.resolution import (
     BACK_ROWS,
@@ -259,7 +260,7 @@ def evaluate_pairs(
         per_tile.append(
             {"tile": pair.name, "miou": tile_metrics["miou"], "accuracy": tile_metrics["accuracy"]}
         )
-        log.info("%s: mIoU %s", pair.name, _fmt(tile_metrics["miou"]))
+        log.info("%s: mIoU %s", pair.name, metric_text(tile_metrics["miou"]))
     if not total.any():
         if not existed:  # the preflight made it, and nothing is written
             with contextlib.suppress(OSError):
@@ -291,37 +292,6 @@ def evaluate_pairs(
         },
     )
     return metrics
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.3f}"
-
-
-def print_metrics_table(metrics: dict[str, Any]) -> None:
-    """Prints per-class metrics and the totals as a table.
-
-    Args:
-        metrics: As returned by :func:`evaluate_pairs`.
-    """
-    from rich.console import Console
-    from rich.table import Table
-
-    table = Table(title=f"{len(metrics['tiles'])} tiles, {metrics['pixels']:,} labelled pixels")
-    for column in ("class", "IoU", "precision", "recall", "F1", "support"):
-        table.add_column(column, justify="left" if column == "class" else "right")
-    for name in metrics["classes"]:
-        table.add_row(
-            name,
-            _fmt(metrics["iou"][name]),
-            _fmt(metrics["precision"][name]),
-            _fmt(metrics["recall"][name]),
-            _fmt(metrics["f1"][name]),
-            f"{metrics['support'][name]:,}",
-        )
-    table.add_section()
-    table.add_row("mean IoU", _fmt(metrics["miou"]), "", "", "", "")
-    table.add_row("pixel accuracy", _fmt(metrics["accuracy"]), "", "", "", "")
-    Console().print(table)
 
 
 def run_evaluate(

@@ -1,0 +1,208 @@
+"""``landcover predict`` and ``landcover evaluate``: the commands that run a model over tiles.
+
+Their options and first checks (a bad value is one usage line before any work); the work is
+:func:`landcover.mapping.job.run_predict_job` and :func:`landcover.inference.evaluate.run_evaluate`.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from landcover.commands.options import (
+    CheckpointOption,
+    ModelOption,
+    Nnodes,
+    NodeRank,
+    RdzvEndpoint,
+    RdzvId,
+    ResolutionOption,
+    TtaOption,
+    WorkersPerNode,
+    check_resolution,
+    model_file,
+)
+
+
+def predict_command(
+    tiles: Annotated[
+        list[str],
+        typer.Argument(
+            help="Images: files, globs (quoted), folders (their *_naip.tif files when there "
+            "are some, else every .tif), list files (@list.txt or .txt) or manifest CSVs (an "
+            "image column); paths or blob URLs."
+        ),
+    ],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
+    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "predictions",
+    overlap: Annotated[
+        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
+    ] = None,
+    workers: Annotated[
+        str,
+        typer.Option(
+            help="Worker processes in the job, or auto: 1 on the CPU, 4 per GPU on CUDA (at "
+            "least 3 host cores each). Workers beyond the GPUs share them round-robin: one "
+            "worker's host work keeps a GPU busy about a tenth of the time; on one H100, 1, 2 "
+            "and 4 workers mapped 9.9, 18.3 and 25.8 Mpx/s.",
+        ),
+    ] = "auto",
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    prob_dtype: Annotated[
+        str, typer.Option(help="uint8 (probability x 255) or float32.")
+    ] = "uint8",
+    preview: Annotated[bool, typer.Option(help="Write {stem}_preview.png.")] = True,
+    probs: Annotated[
+        bool,
+        typer.Option(
+            help="Write {stem}_prob.tif (--no-probs: the class map alone, for jobs that "
+            "need only classes; faster)."
+        ),
+    ] = True,
+    compiled: Annotated[
+        bool,
+        typer.Option(
+            "--compile", help="Run the model compiled (torch.compile): faster after a compile."
+        ),
+    ] = False,
+    overwrite: Annotated[
+        bool, typer.Option(help="Predict every tile again, even those whose maps are complete.")
+    ] = False,
+    fail_fast: Annotated[
+        bool, typer.Option(help="Stop at the first tile that fails (default: go on).")
+    ] = False,
+    nnodes: Nnodes = None,
+    node_rank: NodeRank = None,
+    workers_per_node: WorkersPerNode = None,
+    rdzv_endpoint: RdzvEndpoint = None,
+    rdzv_id: RdzvId = None,
+    local_addr: Annotated[
+        str | None, typer.Option(help="This node's address as the other nodes reach it.")
+    ] = None,
+    max_restarts: Annotated[
+        int | None,
+        typer.Option(help="Restarts after a worker fails; restarted workers skip done tiles."),
+    ] = None,
+    tta: TtaOption = "none",
+    prob_compress: Annotated[
+        str,
+        typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
+    ] = "zstd",
+    resolution: ResolutionOption = "train",
+    map_writer: Annotated[
+        str,
+        typer.Option(
+            help="Map writers, comma-separated: cog (class and probability COGs, previews; "
+            "always needed) and any other registered (docs/guide/extending.md)."
+        ),
+    ] = "cog",
+) -> None:
+    """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
+
+    Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
+    """
+    from landcover.config import run_settings
+    from landcover.errors import DataError
+    from landcover.inference.mapwriters import parse_writers
+    from landcover.inference.options import PredictOptions
+    from landcover.inference.tta import parse_tta
+    from landcover.mapping.job import run_predict_job
+    from landcover.mapping.spec import JobOptions
+    from landcover.parallel.devices import predict_workers
+
+    checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
+    if prob_dtype not in ("uint8", "float32"):
+        raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
+    if prob_compress not in ("zstd", "deflate"):
+        raise typer.BadParameter("must be zstd or deflate", param_hint="--prob-compress")
+    parse_tta(tta)  # a bad value is reported before any work
+    try:
+        writers = parse_writers(map_writer)
+    except DataError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--map-writer") from None
+    check_resolution(resolution)
+    count = predict_workers(workers, device)
+    if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
+        count = (workers_per_node or count) * nnodes
+    launch = run_settings(
+        "predict",
+        workers=count,
+        nnodes=nnodes,
+        node_rank=node_rank,
+        workers_per_node=workers_per_node,
+        rdzv_endpoint=rdzv_endpoint,
+        rdzv_id=rdzv_id,
+        local_addr=local_addr,
+        max_restarts=max_restarts,
+        device=device,
+    )
+    options = PredictOptions(
+        out,
+        overlap,
+        batch_size,
+        window,
+        prob_dtype,
+        preview,
+        tta=tta,
+        prob_compress=prob_compress,
+        probs=probs,
+        compile=compiled,
+        resolution=resolution,
+        writers=writers,
+    )
+    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
+    run_predict_job(tiles, checkpoint, options, job, device, launch)
+
+
+def evaluate_command(
+    data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
+    checkpoint: CheckpointOption = None,
+    model: ModelOption = None,
+    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "evaluation",
+    overlap: Annotated[
+        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
+    ] = None,
+    window: Annotated[
+        int | None,
+        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
+    ] = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
+    ] = None,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    tta: TtaOption = "none",
+    resolution: ResolutionOption = "train",
+) -> None:
+    """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png.
+
+    With --resolution, the maps are scored as predict writes them: on each image's grid,
+    against the labels brought onto that grid (nearest neighbour).
+    """
+    from landcover.inference.evaluate import run_evaluate
+    from landcover.inference.tta import parse_tta
+    from landcover.storage.urls import check_no_credentials
+
+    check_resolution(resolution)
+    check_no_credentials(out)  # (the folder is made once the model and data pass their checks)
+    run_evaluate(
+        model_file(checkpoint, model),
+        data,
+        out,
+        overlap,
+        batch_size,
+        device,
+        window,
+        parse_tta(tta),
+        resolution,
+    )
