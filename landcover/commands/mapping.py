@@ -11,14 +11,19 @@ from typing import Annotated
 import typer
 
 from landcover.commands.options import (
+    BatchSizeOption,
     CheckpointOption,
+    DeviceOption,
     ModelOption,
     Nnodes,
     NodeRank,
+    OutFolderOption,
+    OverlapOption,
     RdzvEndpoint,
     RdzvId,
     ResolutionOption,
     TtaOption,
+    WindowOption,
     WorkersPerNode,
     check_resolution,
     model_file,
@@ -36,18 +41,10 @@ def predict_command(
     ],
     checkpoint: CheckpointOption = None,
     model: ModelOption = None,
-    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "predictions",
-    overlap: Annotated[
-        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
-    ] = None,
-    window: Annotated[
-        int | None,
-        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
-    ] = None,
+    out: OutFolderOption = "predictions",
+    overlap: OverlapOption = None,
+    window: WindowOption = None,
+    batch_size: BatchSizeOption = None,
     workers: Annotated[
         str,
         typer.Option(
@@ -57,7 +54,7 @@ def predict_command(
             "and 4 workers mapped 9.9, 18.3 and 25.8 Mpx/s.",
         ),
     ] = "auto",
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    device: DeviceOption = "auto",
     prob_dtype: Annotated[
         str, typer.Option(help="uint8 (probability x 255) or float32.")
     ] = "uint8",
@@ -168,19 +165,11 @@ def evaluate_command(
     data: Annotated[str, typer.Option(help="Folder of image/label pairs, or a manifest CSV.")],
     checkpoint: CheckpointOption = None,
     model: ModelOption = None,
-    out: Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")] = "evaluation",
-    overlap: Annotated[
-        int | None, typer.Option(help="Window overlap in px (default: patch/4).")
-    ] = None,
-    window: Annotated[
-        int | None,
-        typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
-    ] = None,
-    batch_size: Annotated[
-        int | None,
-        typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
-    ] = None,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    out: OutFolderOption = "evaluation",
+    overlap: OverlapOption = None,
+    window: WindowOption = None,
+    batch_size: BatchSizeOption = None,
+    device: DeviceOption = "auto",
     tta: TtaOption = "none",
     resolution: ResolutionOption = "train",
 ) -> None:

@@ -48,6 +48,19 @@ RdzvEndpoint = Annotated[
 ]
 RdzvId = Annotated[str | None, typer.Option(help="Rendezvous id (default: from --out).")]
 
+# options of the commands that run a model over tiles (predict and evaluate)
+OutFolderOption = Annotated[str, typer.Option(help="Output folder: a path or a blob URL.")]
+OverlapOption = Annotated[int | None, typer.Option(help="Window overlap in px (default: patch/4).")]
+WindowOption = Annotated[
+    int | None,
+    typer.Option(help="Window size in px (default: 4 training patches, at most 1024)."),
+]
+BatchSizeOption = Annotated[
+    int | None,
+    typer.Option(min=1, help="Windows per forward pass (default: 16 x 256^2 px' worth)."),
+]
+DeviceOption = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+
 TtaOption = Annotated[
     str,
     typer.Option(

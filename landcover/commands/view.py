@@ -53,12 +53,14 @@ def view(
     """
     try:
         from landcover.viewer.job import load_job
-        from landcover.viewer.server import is_loopback, make_server
+        from landcover.viewer.server import make_server
     except ImportError as exc:  # the view extra (rio-tiler) is not installed
         raise DataError(f"landcover view needs {exc.name}: {VIEW_EXTRA}") from None
 
     job = load_job(folder)
     server = make_server(job, host, port)
+    from landcover.storage.credentials import is_loopback  # the one loopback test
+
     if not is_loopback(host):
         typer.echo(
             f"warning: listening on {host}: anyone who can reach this machine on port "

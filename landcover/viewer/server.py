@@ -19,7 +19,6 @@ Routes (GET):
 from __future__ import annotations
 
 import errno
-import ipaddress
 import json
 import logging
 import mimetypes
@@ -190,16 +189,6 @@ class ViewerHandler(BaseHTTPRequestHandler):
             return
         png = self.server.renderer.png(layer, z, x, y)
         self.send(png if png is not None else EMPTY_TILE, "image/png", cache=True)
-
-
-def is_loopback(host: str) -> bool:
-    """Whether only this machine reaches a host address (``127.0.0.1``, ``::1``, localhost)."""
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def make_server(job: ViewerJob, host: str, port: int) -> ViewerServer:
