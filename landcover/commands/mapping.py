@@ -32,13 +32,14 @@ from landcover.commands.options import (
 
 def predict_command(
     tiles: Annotated[
-        list[str],
+        list[str] | None,
         typer.Argument(
             help="Images: files, globs (quoted), folders (their *_naip.tif files when there "
             "are some, else every .tif), list files (@list.txt or .txt) or manifest CSVs (an "
-            "image column); paths or blob URLs."
+            "image column); paths or blob URLs. None with --stac.",
+            show_default=False,
         ),
-    ],
+    ] = None,
     checkpoint: CheckpointOption = None,
     model: ModelOption = None,
     out: OutFolderOption = "predictions",
@@ -96,6 +97,33 @@ def predict_command(
         typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
     ] = "zstd",
     resolution: ResolutionOption = "train",
+    aoi: Annotated[
+        str | None,
+        typer.Option(
+            help="Area of interest: a GeoJSON file of polygons (any CRS it declares). With "
+            "--stac, the tiles are the catalogue's items it touches.",
+        ),
+    ] = None,
+    stac: Annotated[
+        str | None,
+        typer.Option(
+            help="A STAC API's URL (https; http on loopback) or a local catalogue, collection "
+            "or ItemCollection file: the tiles are its items that --aoi touches, one a place.",
+        ),
+    ] = None,
+    collection: Annotated[
+        str | None, typer.Option(help="With --stac: the collection to search (e.g. naip).")
+    ] = None,
+    datetime: Annotated[
+        str | None,
+        typer.Option(
+            help="With --stac: a date or range (2018, 2018-06, 2018-01-01/2019-12-31, ../2019); "
+            "where flights overlap the latest in it is mapped (default: the latest of all).",
+        ),
+    ] = None,
+    asset: Annotated[
+        str, typer.Option(help="With --stac: the key of each item's image asset.")
+    ] = "image",
     map_writer: Annotated[
         str,
         typer.Option(
@@ -118,6 +146,7 @@ def predict_command(
     from landcover.parallel.devices import predict_workers
 
     checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
+    tiles = stac_tiles(tiles or [], aoi, stac, collection, datetime, asset)
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
     if prob_compress not in ("zstd", "deflate"):
@@ -159,6 +188,52 @@ def predict_command(
     )
     job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
     run_predict_job(tiles, checkpoint, options, job, device, launch)
+
+
+def stac_tiles(
+    tiles: list[str],
+    aoi: str | None,
+    stac: str | None,
+    collection: str | None,
+    dates: str | None,
+    asset: str,
+) -> list[str]:
+    """The job's tiles: those given, or the STAC items the area touches (one a place).
+
+    Args:
+        tiles: The tiles given as arguments.
+        aoi: ``--aoi``'s file.
+        stac: ``--stac``'s API URL or local file.
+        collection: ``--collection``.
+        dates: ``--datetime``.
+        asset: ``--asset``.
+
+    Returns:
+        The tiles (paths or URLs).
+
+    Raises:
+        typer.BadParameter: Tiles and --stac both, or neither; --stac without --aoi; a STAC
+            option without --stac.
+        DataError: What the area or the search refuses (one line).
+    """
+    if stac is None:
+        if collection is not None or dates is not None or asset != "image":
+            raise typer.BadParameter("needs --stac", param_hint="--collection/--datetime/--asset")
+        if not tiles:
+            raise typer.BadParameter("give tiles, or --aoi with --stac", param_hint="TILES")
+        return tiles
+    if tiles:
+        raise typer.BadParameter("give tiles or --stac, not both", param_hint="--stac")
+    if aoi is None:
+        raise typer.BadParameter("--stac needs --aoi (the area to search)", param_hint="--aoi")
+    from landcover.aoi import read_area
+    from landcover.logs import setup_logging
+    from landcover.parallel.env import DistEnv
+    from landcover.search import SearchRequest, find_tiles
+
+    setup_logging(DistEnv(), None)  # the search's lines, as the job's that follow
+    found = find_tiles(SearchRequest(stac, read_area(aoi), collection, dates, asset))
+    return [tile.href for tile in found]
 
 
 def evaluate_command(
