@@ -6,6 +6,7 @@ through :mod:`.comm`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -58,7 +59,7 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
     if env.is_main:
         try:
             entries = spec.entries or measured_tiles(
-                spec.inputs, spec.checkpoint, spec.options.resolution
+                spec.inputs, spec.checkpoint, spec.options.resolution, area=spec.job.aoi
             )
             found = (entries, None)
         except LandcoverError as exc:
@@ -160,7 +161,7 @@ def _all_records(gathered: list[list[TileRecord]], entries: list[TileEntry]) -> 
 def _write_outputs(
     records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]
 ) -> tuple[str, list[str]]:
-    """Writes the summary, mosaics and STAC items; returns the summary and all files."""
+    """Writes the summary, mosaics, STAC items and area; returns the summary and all files."""
     mapping = ctx.im.mapping
     out = str(ctx.options.out)
     files = write_summary(records, mapping, out, job)
@@ -174,6 +175,9 @@ def _write_outputs(
     stac = write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
     if stac:
         files.append(stac)
+    if ctx.job.aoi is not None:  # for landcover view: the area's outline
+        files.append(storage.join(out, "aoi.geojson"))
+        storage.write_text(files[-1], json.dumps(ctx.job.aoi.feature_collection()))
     return files[0], files
 
 
