@@ -108,7 +108,8 @@ def predict_command(
         Path | None,
         typer.Option(
             help="Area of interest: a GeoJSON file of polygons (WGS 84, or the CRS it "
-            "declares). Only the tiles that meet it are mapped; the job writes aoi.geojson.",
+            "declares). Only the tiles that meet it are mapped; the job counts each class's "
+            "hectares inside it, each place once (summary.json: aoi), and writes aoi.geojson.",
         ),
     ] = None,
 ) -> None:

@@ -28,7 +28,8 @@ class JobOptions:
         overwrite: Predict every tile, even those whose outputs are complete.
         fail_fast: Stop at the first failed tile.
         timeout_s: Longest wait for the other workers (the job's start and end).
-        aoi: The area of interest (``--aoi``): only the tiles that meet it are mapped.
+        aoi: The area of interest (``--aoi``): only the tiles that meet it are mapped, and
+            the job counts its classes inside it (:mod:`.aoiarea`).
     """
 
     overwrite: bool = False
