@@ -6,6 +6,7 @@ Their options and first checks (a bad value is one usage line before any work); 
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Annotated
 
 import typer
@@ -131,11 +132,20 @@ def predict_command(
             "always needed) and any other registered (docs/guide/extending.md)."
         ),
     ] = "cog",
+    aoi: Annotated[
+        Path | None,
+        typer.Option(
+            help="Area of interest: a GeoJSON file of polygons (WGS 84, or the CRS it "
+            "declares). Only the tiles that meet it are mapped; the job counts each class's "
+            "hectares inside it, each place once (summary.json: aoi), and writes aoi.geojson.",
+        ),
+    ] = None,
 ) -> None:
     """Map tiles: class maps (COG), probabilities, previews, summary, VRT mosaic, STAC items.
 
     Tiles are dealt to the workers largest first; a rerun skips tiles whose maps are complete.
     """
+    from landcover.aoi import read_area
     from landcover.config import run_settings
     from landcover.errors import DataError
     from landcover.inference.mapwriters import parse_writers
@@ -157,6 +167,7 @@ def predict_command(
     except DataError as exc:
         raise typer.BadParameter(str(exc), param_hint="--map-writer") from None
     check_resolution(resolution)
+    area = read_area(aoi) if aoi is not None else None  # a bad file: one line, no folder
     count = predict_workers(workers, device)
     if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
         count = (workers_per_node or count) * nnodes
@@ -186,7 +197,7 @@ def predict_command(
         resolution=resolution,
         writers=writers,
     )
-    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast)
+    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast, aoi=area)
     run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 

@@ -77,7 +77,7 @@ def run_predict_job(
     setup_logging(DistEnv(), None)
     device_available(device)  # --device cuda without a GPU: refused before the folder exists
     geometry = (options.window, options.overlap)
-    spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry)
+    spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry, job.aoi)
     check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:

@@ -9,8 +9,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from landcover.aoi import AreaOfInterest
 from landcover.errors import DataError, LandcoverError
 from landcover.inference.options import PredictOptions
+from landcover.mapping.aoitiles import tiles_in_area
 from landcover.mapping.tiles import TileEntry, measure_tiles, resolve_tiles
 
 
@@ -26,11 +28,14 @@ class JobOptions:
         overwrite: Predict every tile, even those whose outputs are complete.
         fail_fast: Stop at the first failed tile.
         timeout_s: Longest wait for the other workers (the job's start and end).
+        aoi: The area of interest (``--aoi``): only the tiles that meet it are mapped, and
+            the job counts its classes inside it (:mod:`.aoiarea`).
     """
 
     overwrite: bool = False
     fail_fast: bool = False
     timeout_s: float = 3600.0
+    aoi: AreaOfInterest | None = None
 
 
 @dataclass
@@ -108,6 +113,7 @@ def measured_tiles(
     checkpoint: str,
     resolution: str | float = "native",
     geometry: tuple[int | None, int | None] = (None, None),
+    area: AreaOfInterest | None = None,
 ) -> list[TileEntry]:
     """Resolves and measures a job's tiles, largest first.
 
@@ -118,13 +124,15 @@ def measured_tiles(
             here, before any work (see :mod:`landcover.inference.resolution`).
         geometry: ``--window`` and ``--overlap``, checked against the checkpoint's patch
             here, before any folder is made.
+        area: ``--aoi``: the tiles that do not meet it are left out (:mod:`.aoitiles`).
 
     Returns:
         The tiles; those that cannot be predicted carry their error.
 
     Raises:
         CheckpointError: If the checkpoint cannot be loaded.
-        DataError: If the inputs name no tiles, or no tile can be predicted.
+        DataError: If the inputs name no tiles, no tile meets the area, or no tile can be
+            predicted.
         ConfigError: If the window or overlap does not fit the model.
     """
     from landcover.inference.resolution import checked_grid, resolve_resolution
@@ -140,6 +148,8 @@ def measured_tiles(
         checked_grid(src, tile, resolved, data.patch_size)
 
     tiles = resolve_tiles(inputs, data.image_suffix)
+    if area is not None:
+        tiles = tiles_in_area(tiles, area)
     entries = measure_tiles(tiles, len(data.bands), check=check)
     errors = [e.error for e in entries if e.error]
     if len(errors) == len(entries):

@@ -13,6 +13,10 @@ Neighbouring NAIP tiles overlap by a few hundred metres, and the job's totals su
 they are, so the overlaps count twice. Tiles that cover the same ground (two years of one
 place: :mod:`.overlaps`) count twice too, and are named: a warning line per pair,
 ``overlaps`` in ``summary.json`` and the job's last line.
+
+A job with an area of interest (``--aoi``) counts its classes inside it too, each place once
+(:mod:`.aoiarea`): ``summary.json`` (``aoi``), ``classes.csv`` (``aoi_hectares``),
+``summary.csv`` (``aoi_pixels``, ``aoi_ha`` per tile) and the job's last line.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any
 
 from landcover import storage
 from landcover.classes import ClassMapping
+from landcover.mapping.aoiarea import InsideArea
 from landcover.mapping.overlaps import describe, same_ground
 from landcover.mapping.records import TileRecord
 
@@ -144,16 +149,19 @@ def class_totals(records: list[TileRecord], mapping: ClassMapping) -> list[Class
     ]
 
 
-def totals_line(records: list[TileRecord], mapping: ClassMapping) -> str:
+def totals_line(
+    records: list[TileRecord], mapping: ClassMapping, inside: InsideArea | None = None
+) -> str:
     """The classes over the whole job, for its last line: hectares, shares, what they miscount.
 
     Args:
         records: The job's records.
         mapping: The classes.
+        inside: The classes inside the job's area of interest, if it has one.
 
     Returns:
         ``water 1.2 ha (3.4 %), ...``, followed by what the hectares leave out and the
-        ground they count twice, if anything.
+        ground they count twice, if anything, and the hectares inside the area.
     """
     coverage = area_coverage(records)
     parts = []
@@ -164,7 +172,8 @@ def totals_line(records: list[TileRecord], mapping: ClassMapping) -> str:
     if coverage.tiles_without_area:
         line += f"; {coverage.describe()}"
     twice = describe(same_ground(records))
-    return f"{line}; {twice}" if twice else line
+    line = f"{line}; {twice}" if twice else line
+    return f"{line}; {inside.describe(mapping)}" if inside is not None else line
 
 
 def _crs_text(record: TileRecord) -> str:
@@ -172,12 +181,16 @@ def _crs_text(record: TileRecord) -> str:
     return crs.to_string() if crs else ""
 
 
-def tile_row(record: TileRecord, mapping: ClassMapping) -> dict[str, Any]:
+def tile_row(
+    record: TileRecord, mapping: ClassMapping, inside: InsideArea | None = None
+) -> dict[str, Any]:
     """A tile's row of ``summary.csv``.
 
     Args:
         record: The tile's record.
         mapping: The classes.
+        inside: The classes inside the job's area of interest (its columns ``aoi_pixels``
+            and ``aoi_ha``: what this tile counts there), if it has one.
 
     Returns:
         Column name to value ('' where unknown).
@@ -199,6 +212,10 @@ def tile_row(record: TileRecord, mapping: ClassMapping) -> dict[str, Any]:
         row[f"{name}_fraction"] = "" if fractions is None else round(fractions[i], 6)
     for i, name in enumerate(mapping.names):
         row[f"{name}_ha"] = "" if hectares is None else round(hectares[i], 4)
+    if inside is not None:
+        mine = inside.of(record.tile)
+        row["aoi_pixels"] = sum(mine.pixels) if mine else 0
+        row["aoi_ha"] = round(mine.hectares, 4) if mine else 0
     row["class_map"] = record.outputs.class_map if record.has_maps and record.outputs else ""
     row["error"] = record.error or ""
     return row
@@ -213,7 +230,10 @@ def _csv(rows: list[dict[str, Any]]) -> str:
 
 
 def summary_document(
-    records: list[TileRecord], mapping: ClassMapping, job: dict[str, Any]
+    records: list[TileRecord],
+    mapping: ClassMapping,
+    job: dict[str, Any],
+    inside: InsideArea | None = None,
 ) -> dict[str, Any]:
     """The content of ``summary.json``.
 
@@ -221,11 +241,13 @@ def summary_document(
         records: The job's records, in the job's order.
         mapping: The classes.
         job: What the job was (checkpoint, fingerprint, options, workers, times).
+        inside: The classes inside the job's area of interest, if it has one.
 
     Returns:
         ``{"job", "tiles_by_status", "classes", "area", "overlaps", "tiles"}`` as JSON-safe
         data (``area``: the :class:`AreaCoverage` of the hectares; ``overlaps``: the pairs of
-        tiles that cover the same ground, counted twice in them).
+        tiles that cover the same ground, counted twice in them), and ``aoi`` (the classes
+        inside the area) when the job has an area.
     """
     statuses = ("done", "skipped", "failed", "not_run")
     tiles = []
@@ -235,7 +257,7 @@ def summary_document(
         entry["class_fractions"] = record.fractions()
         entry["class_hectares"] = record.hectares()
         tiles.append(entry)
-    return {
+    document = {
         "job": job,
         "tiles_by_status": {s: sum(r.status == s for r in records) for s in statuses},
         "classes": [asdict(t) for t in class_totals(records, mapping)],
@@ -243,10 +265,17 @@ def summary_document(
         "overlaps": [asdict(o) for o in same_ground(records)],
         "tiles": tiles,
     }
+    if inside is not None:
+        document["aoi"] = inside.document(mapping)
+    return document
 
 
 def write_summary(
-    records: list[TileRecord], mapping: ClassMapping, out: str, job: dict[str, Any]
+    records: list[TileRecord],
+    mapping: ClassMapping,
+    out: str,
+    job: dict[str, Any],
+    inside: InsideArea | None = None,
 ) -> list[str]:
     """Writes ``summary.csv``, ``summary.json`` and ``classes.csv`` into the output folder.
 
@@ -255,6 +284,7 @@ def write_summary(
         mapping: The classes.
         out: The output folder (path or URL).
         job: What the job was, for ``summary.json``.
+        inside: The classes inside the job's area of interest, if it has one.
 
     Returns:
         The files written.
@@ -262,26 +292,28 @@ def write_summary(
     written = []
     if records:
         path = storage.join(out, "summary.csv")
-        storage.write_text(path, _csv([tile_row(r, mapping) for r in records]))
+        storage.write_text(path, _csv([tile_row(r, mapping, inside) for r in records]))
         written.append(path)
     path = storage.join(out, "summary.json")
-    document = summary_document(records, mapping, job)
+    document = summary_document(records, mapping, job, inside)
     storage.write_text(path, json.dumps(document, indent=1))
     written.append(path)
     path = storage.join(out, "classes.csv")
     without_area = area_coverage(records).tiles_without_area
-    rows = [
-        {
+    rows = []
+    for t in class_totals(records, mapping):
+        row: dict[str, Any] = {
             "value": t.value,
             "class": t.name,
             "pixels": t.pixels,
             "fraction": round(t.fraction, 6),
             "hectares": "" if t.hectares is None else round(t.hectares, 4),
-            "pixels_without_area": t.pixels_without_area,
-            "tiles_without_area": without_area,
         }
-        for t in class_totals(records, mapping)
-    ]
+        if inside is not None:
+            row["aoi_hectares"] = round(inside.hectares()[t.value], 4)
+        row["pixels_without_area"] = t.pixels_without_area
+        row["tiles_without_area"] = without_area
+        rows.append(row)
     storage.write_text(path, _csv(rows))
     written.append(path)
     return written

@@ -6,6 +6,7 @@ through :mod:`.comm`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import time
@@ -27,6 +28,7 @@ from landcover.inference.predict import TileMapper
 from landcover.inference.runner import load_model
 from landcover.logs import setup_logging
 from landcover.mapping import comm
+from landcover.mapping.aoiarea import InsideArea, count_inside
 from landcover.mapping.deal import TileBoard
 from landcover.mapping.mosaic import write_mosaics
 from landcover.mapping.outputs import (
@@ -58,7 +60,7 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
     if env.is_main:
         try:
             entries = spec.entries or measured_tiles(
-                spec.inputs, spec.checkpoint, spec.options.resolution
+                spec.inputs, spec.checkpoint, spec.options.resolution, area=spec.job.aoi
             )
             found = (entries, None)
         except LandcoverError as exc:
@@ -158,12 +160,12 @@ def _all_records(gathered: list[list[TileRecord]], entries: list[TileEntry]) -> 
 
 
 def _write_outputs(
-    records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]
+    records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any], inside: InsideArea | None
 ) -> tuple[str, list[str]]:
-    """Writes the summary, mosaics and STAC items; returns the summary and all files."""
+    """Writes the summary, mosaics, STAC items and area; returns the summary and all files."""
     mapping = ctx.im.mapping
     out = str(ctx.options.out)
-    files = write_summary(records, mapping, out, job)
+    files = write_summary(records, mapping, out, job, inside)
     files += write_mosaics(records, out, mapping, ctx.options.prob_dtype)
     properties = {
         "landcover:checkpoint": ctx.im.checkpoint,
@@ -174,6 +176,9 @@ def _write_outputs(
     stac = write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
     if stac:
         files.append(stac)
+    if ctx.job.aoi is not None:  # for landcover view: the area's outline
+        files.append(storage.join(out, "aoi.geojson"))
+        storage.write_text(files[-1], json.dumps(ctx.job.aoi.feature_collection()))
     return files[0], files
 
 
@@ -184,14 +189,16 @@ def _finish(records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]) 
     # come last in the largest-first order) before one that failed while predicted
     failed = sorted((r for r in records if r.status == "failed"), key=lambda r: r.rank is not None)
     first = failed[0].error if failed else None
-    summary, error = None, None
+    summary, error, inside = None, None, None
     try:
-        summary, files = _write_outputs(records, ctx, job)
+        if ctx.job.aoi is not None:
+            inside = count_inside(records, ctx.job.aoi, ctx.im.mapping.num_classes)
+        summary, files = _write_outputs(records, ctx, job, inside)
         log.info("wrote %s", ", ".join(storage.name(f) for f in files))
     except LandcoverError as exc:
         error = f"the job's summary could not be written: {exc}"
     warn_overlaps(records)  # ground mapped twice (two years of one place)
-    hectares = totals_line(records, ctx.im.mapping)
+    hectares = totals_line(records, ctx.im.mapping, inside)
     log.info(
         "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
         len(records),

@@ -1,0 +1,85 @@
+"""The tiles of a job that meet its area of interest (``landcover predict --aoi``).
+
+Each tile's footprint (its grid's four corners, from its header: a range read for a blob) is
+brought to WGS 84 and tested against the area; the tiles it does not meet are left out of the
+job, with one line saying how many. A tile without a CRS cannot be placed: it is left out
+with them, and named. A tile whose header cannot be read is kept: the job reports it as
+failed, as it does without an area. Any list of tiles can be narrowed so (the arguments of
+``landcover predict`` once resolved, or the tiles of a catalogue search).
+"""
+
+from __future__ import annotations
+
+import logging
+from concurrent.futures import ThreadPoolExecutor
+
+from landcover.aoi import AreaOfInterest
+from landcover.aoi.area import WGS84
+from landcover.aoi.grid import footprint, reproject
+from landcover.errors import DataError
+from landcover.inference.results import Grid
+from landcover.mapping.outputs import read_grid
+
+log = logging.getLogger("landcover")
+
+
+def meets_area(grid: Grid, area: AreaOfInterest) -> bool:
+    """Whether a grid's footprint shares some ground with an area.
+
+    Args:
+        grid: The grid (with a CRS).
+        area: The area.
+
+    Returns:
+        Whether their intersection has an area (touching along an edge is not enough).
+    """
+    crs = grid.rasterio_crs
+    assert crs is not None
+    shape = reproject(footprint(grid.affine, grid.width, grid.height), crs, WGS84)
+    return shape.intersection(area.shape).area > 0
+
+
+def _placed(tile: str, area: AreaOfInterest) -> bool | None:
+    """Whether a tile meets the area; ``None`` when it has no CRS."""
+    try:
+        grid = read_grid(tile)
+    except Exception:  # unreadable: kept, and the job says why it fails
+        return True
+    if grid.rasterio_crs is None:
+        return None
+    return meets_area(grid, area)
+
+
+def tiles_in_area(tiles: list[str], area: AreaOfInterest, concurrency: int = 16) -> list[str]:
+    """The tiles that meet an area, in their order; the others are left out (see the module).
+
+    Args:
+        tiles: The job's tiles (paths or URLs).
+        area: The area of interest.
+        concurrency: Headers read at once.
+
+    Returns:
+        The tiles whose footprint meets the area, and those that cannot be read.
+
+    Raises:
+        DataError: If no tile meets the area.
+    """
+    if not tiles:
+        return []
+    with ThreadPoolExecutor(max_workers=min(concurrency, len(tiles))) as pool:
+        placed = list(pool.map(lambda t: _placed(t, area), tiles))
+    for tile, found in zip(tiles, placed, strict=True):
+        if found is None:
+            log.warning("%s: no CRS, it cannot be placed in %s: left out", tile, area.source)
+    kept = [t for t, found in zip(tiles, placed, strict=True) if found]
+    if not kept:
+        which = "the tile does not" if len(tiles) == 1 else f"none of the {len(tiles)} tiles"
+        raise DataError(f"{area.source}: {which} meet the area of interest (--aoi)")
+    if len(kept) < len(tiles):
+        log.info(
+            "%d of %d tiles left out: they lie outside the area of interest %s",
+            len(tiles) - len(kept),
+            len(tiles),
+            area.source,
+        )
+    return kept
