@@ -7,7 +7,7 @@ Their options and first checks (a bad value is one usage line before any work); 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -29,6 +29,9 @@ from landcover.commands.options import (
     check_resolution,
     model_file,
 )
+
+if TYPE_CHECKING:
+    from landcover.aoi import AreaOfInterest
 
 
 def predict_command(
@@ -98,13 +101,6 @@ def predict_command(
         typer.Option(help="Probability map compression: zstd (fast) or deflate (older readers)."),
     ] = "zstd",
     resolution: ResolutionOption = "train",
-    aoi: Annotated[
-        str | None,
-        typer.Option(
-            help="Area of interest: a GeoJSON file of polygons (any CRS it declares). With "
-            "--stac, the tiles are the catalogue's items it touches.",
-        ),
-    ] = None,
     stac: Annotated[
         str | None,
         typer.Option(
@@ -137,7 +133,8 @@ def predict_command(
         typer.Option(
             help="Area of interest: a GeoJSON file of polygons (WGS 84, or the CRS it "
             "declares). Only the tiles that meet it are mapped; the job counts each class's "
-            "hectares inside it, each place once (summary.json: aoi), and writes aoi.geojson.",
+            "hectares inside it, each place once (summary.json: aoi), and writes aoi.geojson. "
+            "With --stac, the tiles are the catalogue's items it touches.",
         ),
     ] = None,
 ) -> None:
@@ -156,7 +153,6 @@ def predict_command(
     from landcover.parallel.devices import predict_workers
 
     checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
-    tiles = stac_tiles(tiles or [], aoi, stac, collection, datetime, asset)
     if prob_dtype not in ("uint8", "float32"):
         raise typer.BadParameter("must be uint8 or float32", param_hint="--prob-dtype")
     if prob_compress not in ("zstd", "deflate"):
@@ -168,6 +164,7 @@ def predict_command(
         raise typer.BadParameter(str(exc), param_hint="--map-writer") from None
     check_resolution(resolution)
     area = read_area(aoi) if aoi is not None else None  # a bad file: one line, no folder
+    tiles = stac_tiles(tiles or [], area, stac, collection, datetime, asset)
     count = predict_workers(workers, device)
     if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
         count = (workers_per_node or count) * nnodes
@@ -203,7 +200,7 @@ def predict_command(
 
 def stac_tiles(
     tiles: list[str],
-    aoi: str | None,
+    area: AreaOfInterest | None,
     stac: str | None,
     collection: str | None,
     dates: str | None,
@@ -213,7 +210,7 @@ def stac_tiles(
 
     Args:
         tiles: The tiles given as arguments.
-        aoi: ``--aoi``'s file.
+        area: ``--aoi``'s area.
         stac: ``--stac``'s API URL or local file.
         collection: ``--collection``.
         dates: ``--datetime``.
@@ -235,15 +232,14 @@ def stac_tiles(
         return tiles
     if tiles:
         raise typer.BadParameter("give tiles or --stac, not both", param_hint="--stac")
-    if aoi is None:
+    if area is None:
         raise typer.BadParameter("--stac needs --aoi (the area to search)", param_hint="--aoi")
-    from landcover.aoi import read_area
     from landcover.logs import setup_logging
     from landcover.parallel.env import DistEnv
     from landcover.search import SearchRequest, find_tiles
 
     setup_logging(DistEnv(), None)  # the search's lines, as the job's that follow
-    found = find_tiles(SearchRequest(stac, read_area(aoi), collection, dates, asset))
+    found = find_tiles(SearchRequest(stac, area, collection, dates, asset))
     return [tile.href for tile in found]
 
 

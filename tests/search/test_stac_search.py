@@ -16,6 +16,7 @@ import pystac
 import pytest
 from rasterio.warp import transform_geom
 from shapely.geometry import box
+from shapely.ops import unary_union
 from stacserver import stac_api
 
 from landcover.aoi import read_area
@@ -116,6 +117,13 @@ def test_predict_maps_the_tiles_the_area_touches_and_a_rerun_skips_them(
     assert {Path(t["tile"]).name for t in tiles} == _expected(range(2000, 2100))
     assert {t["status"] for t in tiles} == {"done"}
     assert "older flights of those places left out" in first.stderr
+    # each 1 m pixel whose centre is inside the area and some kept tile, once: on this grid
+    # of whole metres, the square metres of the area's intersection with the tiles' union
+    kept = [c for n, c, _ in TILES if f"{n}_naip.tif" in _expected(range(2000, 2100))]
+    inside = AREA.intersection(unary_union([_footprint(c) for c in kept])).area
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["aoi"]["pixels"] == round(inside)
+    assert (out / "aoi.geojson").is_file()
     again = run_cli(*args)
     assert again.returncode == 0, again.stderr
     tiles = json.loads((out / "summary.json").read_text())["tiles"]
