@@ -110,7 +110,9 @@ def _file_items(path: str) -> list[pystac.Item]:
     raise DataError(f"--stac {path}: a {type(read).__name__}, not a catalogue or items")
 
 
-def _from_file(path: str, area: AreaOfInterest, collection: str | None, normal: str | None):
+def _from_file(
+    path: str, area: AreaOfInterest, collection: str | None, normal: str | None
+) -> list[pystac.Item]:
     items = _file_items(path)
     named = {item.collection_id for item in items}
     if collection is not None and collection not in named:
@@ -133,7 +135,9 @@ def _check_url(url: str) -> None:
         raise DataError(f"--stac {redact(url)}: use https (plain http only on a loopback address)")
 
 
-def _from_api(url: str, area: AreaOfInterest, collection: str | None, normal: str | None):
+def _from_api(
+    url: str, area: AreaOfInterest, collection: str | None, normal: str | None
+) -> list[pystac.Item]:
     _check_url(url)
     shown = redact(url)
     try:

@@ -66,6 +66,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     collection = pystac.Collection("naip", "NAIP, a few tiles of it", extent)
     items_file = folder / "items.json"
     items_file.write_text(json.dumps(pystac.ItemCollection(items).to_dict()))
+    catalogue = pystac.Catalog("local", "the same items as a catalogue on disk")
+    on_disk = pystac.Collection("naip", "NAIP, a few tiles of it", extent)
+    catalogue.add_child(on_disk)
+    on_disk.add_items([item.clone() for item in items])
+    catalogue.normalize_hrefs(str(folder / "catalogue"))
+    on_disk.make_all_asset_hrefs_relative()  # as a self-contained catalogue holds its images
+    catalogue.save(pystac.CatalogType.SELF_CONTAINED)
     aoi = folder / "aoi.geojson"
     aoi.write_text(
         json.dumps(
@@ -78,7 +85,13 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
         )
     )
     with stac_api(folder, collection, items) as url:
-        yield {"folder": folder, "url": url, "file": items_file, "aoi": aoi}
+        yield {
+            "folder": folder,
+            "url": url,
+            "file": items_file,
+            "catalogue": folder / "catalogue" / "catalog.json",
+            "aoi": aoi,
+        }
 
 
 def _expected(dates: range) -> set[str]:
@@ -97,9 +110,10 @@ def test_the_api_and_a_file_give_the_latest_flight_of_each_place_the_area_cuts(
     world: dict, dates: str | None, years: range
 ) -> None:
     area = read_area(world["aoi"])
-    for source in (world["url"], str(world["file"])):
+    for source in (world["url"], str(world["file"]), str(world["catalogue"])):
         found = find_tiles(SearchRequest(source, area, "naip", dates))
         assert {Path(t.href).name for t in found} == _expected(years), source
+        assert all(Path(t.href).is_file() for t in found), source  # relative hrefs resolved
         assert all(t.collection == "naip" and t.acquired is not None for t in found)
 
 
