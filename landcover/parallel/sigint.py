@@ -12,12 +12,22 @@ Processes inherit the blocked mask through ``fork`` and ``exec``, so the workers
 SIGINT blocked, and one that arrives while they import waits, pending, until the worker's
 entry point calls :func:`accept_sigint`; it is then an ordinary ``KeyboardInterrupt`` there.
 The launcher still hears it within a fraction of a second: a thread of its own waits for
-SIGINT and hands it to the main thread's Python handler (``_thread.interrupt_main``), which is
-torch elastic's (it stops the workers and raises ``SignalException``) or Python's
-``KeyboardInterrupt``.
+SIGINT and hands it to the main thread's Python handler (``_thread.interrupt_main``). A thread
+torch starts at its import does not block SIGINT, and the kernel may hand the signal to it
+instead: Python then runs the same handler in the main thread at once.
 
-torch elastic installs its handlers of SIGINT, SIGTERM, SIGHUP and SIGQUIT when it starts the
-workers and leaves them installed: a signal after the job (while the launcher writes a predict
+That handler, for SIGINT and SIGTERM, is this module's, in place of torch elastic's (told by
+its ``TORCHELASTIC_SIGNALS_TO_HANDLE`` to handle only the others). It raises what torch
+elastic's raises, a ``SignalException`` (the agent stops the workers), except while the main
+thread is inside torch's ``start_processes`` (a few milliseconds a worker): raised there, between
+one worker's start and the next, the workers already started were nobody's to stop (torch
+elastic keeps their handle only once all have started) and the launcher exited under them, each
+printing a traceback (``EOFError`` reading its start-up data, ``FileNotFoundError`` for a
+semaphore the launcher had removed; CI, 2026-11-28). Held there, it is raised once the start
+returns.
+
+torch elastic installs its handlers (of SIGHUP and SIGQUIT now) when it starts the workers and
+leaves them installed: a signal after the job (while the launcher writes a predict
 job's summary, say) raised its ``SignalException`` where nothing expects it, a traceback. The
 handlers found on entry are put back on exit.
 """
@@ -25,23 +35,55 @@ handlers found on entry are put back on exit.
 from __future__ import annotations
 
 import _thread
+import os
 import signal
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from multiprocessing import resource_tracker
+from types import FrameType
+
+from torch.distributed.elastic.multiprocessing import SignalException
+from torch.multiprocessing import start_processes
 
 _POLL_S = 0.2
+_HELD_POLL_S = 0.01
 _ELASTIC_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 """The signals torch elastic handles (its ``TORCHELASTIC_SIGNALS_TO_HANDLE`` default)."""
+_OURS = ("SIGINT", "SIGTERM")
+"""The signals handled here while workers start; torch elastic keeps the others."""
+_ELASTIC_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+_STARTING = start_processes.__code__
+
+
+class _HeldWhileStarting:
+    """A SIGINT/SIGTERM handler: torch elastic's ``SignalException``, after any start.
+
+    Inside a start of workers the signal is kept (``pending``) to be raised after it.
+    """
+
+    def __init__(self) -> None:
+        self.pending: int | None = None
+
+    def __call__(self, signum: int, frame: FrameType | None) -> None:
+        while frame is not None:
+            if frame.f_code is _STARTING:
+                self.pending = signum
+                return
+            frame = frame.f_back
+        self.pending = None
+        sigval = signal.Signals(signum)
+        raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)
 
 
 @contextmanager
 def sigint_deferred_in_workers() -> Iterator[None]:
     """Blocks SIGINT in this thread (and the processes it starts) and relays it to Python.
 
-    Only in the main thread (elsewhere Python handles no signal): a no-op in any other. The
-    handlers of torch elastic's signals found on entry are put back on exit.
+    SIGINT and SIGTERM raise torch elastic's ``SignalException`` inside, once no start of
+    workers is under way. Only in the main thread (elsewhere Python handles no signal): a
+    no-op in any other. The handlers of torch elastic's signals, and its environment
+    variable, found on entry are put back on exit.
 
     Yields:
         Nothing; start the worker processes inside.
@@ -55,13 +97,21 @@ def sigint_deferred_in_workers() -> Iterator[None]:
     resource_tracker.ensure_running()
     numbers = [getattr(signal, name) for name in _ELASTIC_SIGNALS if hasattr(signal, name)]
     handlers = {number: signal.getsignal(number) for number in numbers}
+    elastic_env = os.environ.get(_ELASTIC_ENV)
+    os.environ[_ELASTIC_ENV] = ",".join(n for n in _ELASTIC_SIGNALS if n not in _OURS)
+    held = _HeldWhileStarting()
+    for name in _OURS:
+        signal.signal(getattr(signal, name), held)
     previous = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
     stop = threading.Event()
 
     def relay() -> None:  # a thread started here inherits the blocked mask: sigwait works
         while not stop.is_set():
-            if signal.sigtimedwait({signal.SIGINT}, _POLL_S) is not None:
+            wait_s = _POLL_S if held.pending is None else _HELD_POLL_S
+            if signal.sigtimedwait({signal.SIGINT}, wait_s) is not None:
                 _thread.interrupt_main(signal.SIGINT)
+            elif (waiting := held.pending) is not None:  # raised if the start is over
+                _thread.interrupt_main(waiting)  # (else held again)
 
     thread = threading.Thread(target=relay, name="landcover-sigint", daemon=True)
     thread.start()
@@ -73,6 +123,10 @@ def sigint_deferred_in_workers() -> Iterator[None]:
         for number, handler in handlers.items():
             if handler is not None:  # None: set outside Python, cannot be put back
                 signal.signal(number, handler)
+        if elastic_env is None:
+            os.environ.pop(_ELASTIC_ENV, None)
+        else:
+            os.environ[_ELASTIC_ENV] = elastic_env
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 

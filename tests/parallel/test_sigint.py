@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
+from torch.distributed.elastic.multiprocessing import SignalException
+from torch.multiprocessing import start_processes
 
 from landcover.parallel.sigint import accept_sigint, sigint_deferred_in_workers
 
@@ -42,19 +44,67 @@ def test_a_worker_spawned_inside_starts_with_sigint_blocked() -> None:
 
 
 def test_sigint_reaches_the_main_thread_and_the_handlers_are_put_back() -> None:
-    before = signal.getsignal(signal.SIGTERM)
+    before = signal.getsignal(signal.SIGHUP)
 
     def elastic_handler(signum: int, frame: object) -> None:  # as torch elastic installs one
         raise RuntimeError(f"signal {signum}")
 
-    with pytest.raises(KeyboardInterrupt), sigint_deferred_in_workers():
-        signal.signal(signal.SIGTERM, elastic_handler)
+    with pytest.raises(SignalException), sigint_deferred_in_workers():
+        signal.signal(signal.SIGHUP, elastic_handler)
         assert _blocked_mask("self") & SIGINT_BIT
         os.kill(os.getpid(), signal.SIGINT)  # as Ctrl-C: to the process, blocked here
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:  # relayed to Python's handler in this thread
             time.sleep(0.01)
-    assert signal.getsignal(signal.SIGTERM) is before
+    assert signal.getsignal(signal.SIGHUP) is before
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert "TORCHELASTIC_SIGNALS_TO_HANDLE" not in os.environ
     accept_sigint()  # a no-op where SIGINT is not blocked
     assert not _blocked_mask("self") & SIGINT_BIT
+
+
+class _SignalWhilePickled:
+    """An argument whose first pickling (the first worker's start) sends this process a
+    signal and gives the relay time to hand it on: Ctrl-C between one worker's start and the
+    next."""
+
+    signum = signal.SIGINT
+    sent = False
+
+    def __reduce__(self) -> tuple[type, tuple[()]]:
+        if not _SignalWhilePickled.sent:
+            _SignalWhilePickled.sent = True
+            os.kill(os.getpid(), self.signum)
+            time.sleep(1.0)  # the relay hears it in a fraction of a second
+        return (_SignalWhilePickled, ())
+
+
+def _worker(rank: int, _: _SignalWhilePickled) -> None:
+    """A worker that ends at once."""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_while_workers_start_is_raised_once_all_have_started(
+    monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """Raised between two workers' starts, the first was left to the launcher's exit: a
+    traceback of a worker that lost its start-up data or a semaphore (CI, 2026-11-28)."""
+    monkeypatch.setattr(_SignalWhilePickled, "signum", signum)
+    monkeypatch.setattr(_SignalWhilePickled, "sent", False)
+    started = []
+    with pytest.raises(SignalException) as raised, sigint_deferred_in_workers():
+        started.append(
+            start_processes(
+                _worker, args=(_SignalWhilePickled(),), nprocs=2, join=False,
+                start_method="spawn",
+            )
+        )  # fmt: skip
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:  # the signal is raised here, after the start
+            time.sleep(0.01)
+    assert raised.value.sigval == signum
+    assert _SignalWhilePickled.sent
+    assert len(started) == 1, "interrupted while the workers started"
+    for process in started[0].processes:
+        process.join(60)
+        assert process.exitcode == 0
