@@ -41,6 +41,7 @@ def predict_command(
             help="Images: files, globs (quoted), folders (their *_naip.tif files when there "
             "are some, else every .tif), list files (@list.txt or .txt) or manifest CSVs (an "
             "image column); paths or blob URLs. None with --stac.",
+            metavar="TILES",
             show_default=False,
         ),
     ] = None,
