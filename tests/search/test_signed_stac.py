@@ -143,11 +143,13 @@ def _env(azurite: Azurite, tokens: TokenEndpoint) -> dict[str, str]:
     return env
 
 
-def _predict(world: dict, checkpoint: Path, out: Path, sign: str, env: dict[str, str]):
+def _predict(
+    world: dict, checkpoint: Path, out: Path, sign: str, env: dict[str, str], workers: int = 1
+):
     return run_cli(
         "predict", "--aoi", str(world["aoi"]), "--stac", world["url"], "--collection", "naip",
         "--sign", sign, "-k", str(checkpoint), "--out", str(out), "--no-probs",
-        env=env,
+        "--workers", str(workers), env=env,
     )  # fmt: skip
 
 
@@ -161,7 +163,11 @@ def _assert_no_token(tokens: TokenEndpoint, out: Path, *texts: str) -> None:
         assert not [s for s in secrets if s in text.encode()], text
 
 
-@pytest.mark.parametrize("lifetime_s", [3600.0, 30.0], ids=["one token", "renewed"])
+@pytest.mark.parametrize(
+    ("lifetime_s", "workers"),
+    [(3600.0, 1), (30.0, 2)],
+    ids=["one token", "renewed, in spawned workers"],
+)
 def test_signed_blobs_are_mapped_and_no_token_is_printed_or_written(
     world: dict,
     azurite: Azurite,
@@ -169,16 +175,20 @@ def test_signed_blobs_are_mapped_and_no_token_is_printed_or_written(
     quick_checkpoint: Path,
     tmp_path: Path,
     lifetime_s: float,
+    workers: int,
 ) -> None:
     tokens.lifetime_s = lifetime_s  # under a minute: the SDK asks again at each file system
     out = tmp_path / "maps"
-    result = _predict(world, quick_checkpoint, out, "planetary-computer", _env(azurite, tokens))
+    env = _env(azurite, tokens)
+    result = _predict(world, quick_checkpoint, out, "planetary-computer", env, workers)
     assert result.returncode == 0, result.stderr
     summary = json.loads((out / "summary.json").read_text())
     names = {t["tile"] for t in summary["tiles"]}
     host = f"{azurite.account_name}.blob.core.windows.net"
     assert names == {f"abfs://{CONTAINER}@{host}/{n}_naip.tif" for n in CORNERS}
     assert {t["status"] for t in summary["tiles"]} == {"done"}
+    if workers > 1:  # spawned: each worker asked for its own tokens, from the job's spec
+        assert f"starting {workers} workers" in result.stderr
     if lifetime_s > 60:
         assert len(tokens.tokens) == 1  # the SDK's cached token, for the launcher and worker
     else:
