@@ -26,7 +26,8 @@ What counts as a secret:
 - connection-string parts (``AccountKey=``, ``SharedAccessSignature=``, ``SharedAccessKey=``);
 - bearer tokens (``Bearer ...``, ``Authorization: ...``), JSON web tokens, and 88-character
   base64 storage account keys;
-- ``password=`` / ``client_secret=`` style assignments.
+- ``password=`` / ``client_secret=`` style assignments;
+- secrets learnt at run time (a Planetary Computer SAS token), given to :func:`register_secret`.
 
 This module uses the standard library only, so every package may import it.
 """
@@ -40,7 +41,7 @@ import re
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO, TypeVar
-from urllib.parse import quote
+from urllib.parse import quote, unquote
 
 MASK = "***"
 
@@ -49,7 +50,7 @@ _SECRET_NAME = re.compile(
     r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CONNECTION_STRING|SAS|CREDENTIAL|SIGNATURE)"
 )
 # Names that match the pattern above but hold no secret.
-_NOT_SECRET_NAMES = frozenset({"AZURE_STORAGE_ACCOUNT_NAME", "SSH_AUTH_SOCK"})
+_NOT_SECRET_NAMES = frozenset({"AZURE_STORAGE_ACCOUNT_NAME", "SSH_AUTH_SOCK", "PC_SDK_SAS_URL"})
 # Shorter values are not replaced: they would blank out ordinary words and numbers.
 _MIN_SECRET_LEN = 8
 
@@ -153,6 +154,12 @@ def environ_snapshot() -> dict[str, str]:
     return snapshot
 
 
+def _forms(value: str) -> set[str]:  # a secret as it may be printed: ?-less, percent-encoded
+    bare = {value.strip(), value.strip().lstrip("?")}
+    forms = {f for b in bare for f in (b, quote(b, safe=""), quote(b, safe="=&"))}
+    return {form for form in forms if len(form) >= _MIN_SECRET_LEN}
+
+
 def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     """The credential values of an environment, in the forms they may be printed in.
 
@@ -166,13 +173,27 @@ def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
     env = environ_snapshot() if env is None else env
     found: set[str] = set()
     for name, value in env.items():
-        if not secret_variable(name):
-            continue
-        for bare in {value.strip(), value.strip().lstrip("?")}:
-            for form in (bare, quote(bare, safe=""), quote(bare, safe="=&")):
-                if len(form) >= _MIN_SECRET_LEN:
-                    found.add(form)
+        if secret_variable(name):
+            found |= _forms(value)
     return sorted(found, key=len, reverse=True)
+
+
+_RUNTIME_SECRETS: tuple[str, ...] = ()
+
+
+def register_secret(value: str) -> None:
+    """Redacts, from now on in this process, a secret learnt at run time (a SAS token).
+
+    Args:
+        value: The secret; a SAS token's ``sig`` value is added alone too, also decoded.
+    """
+    global _RUNTIME_SECRETS
+    found = _forms(value)
+    for field, _, text in (part.partition("=") for part in value.lstrip("?").split("&")):
+        if field.lower() == "sig" and text:
+            found |= _forms(text) | _forms(unquote(text))
+    # a new tuple swapped in whole: a thread redacting meanwhile sees the old or the new one
+    _RUNTIME_SECRETS = tuple({*_RUNTIME_SECRETS, *found})
 
 
 def redact(text: str, env: Mapping[str, str] | None = None) -> str:
@@ -187,7 +208,7 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     """
     if not text:
         return text
-    for secret in environment_secrets(env):
+    for secret in sorted({*environment_secrets(env), *_RUNTIME_SECRETS}, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)
     for pattern, keep in _PATTERNS:

@@ -122,6 +122,15 @@ def predict_command(
     asset: Annotated[
         str, typer.Option(help="With --stac: the key of each item's image asset.")
     ] = "image",
+    sign: Annotated[
+        str,
+        typer.Option(
+            help="How blobs named by their account (https://ACCOUNT.blob.core.windows.net/...) "
+            "are read: planetary-computer (SAS tokens from the Planetary Computer's token "
+            "endpoint), none (the environment's credentials), or auto (planetary-computer "
+            "when --stac is planetarycomputer.microsoft.com).",
+        ),
+    ] = "auto",
     map_writer: Annotated[
         str,
         typer.Option(
@@ -152,6 +161,7 @@ def predict_command(
     from landcover.mapping.job import run_predict_job
     from landcover.mapping.spec import JobOptions
     from landcover.parallel.devices import predict_workers
+    from landcover.storage.signing import CHOICES, choose_signing
 
     checkpoint = model_file(checkpoint, model, compiled)  # or --model's .onnx
     if prob_dtype not in ("uint8", "float32"):
@@ -164,8 +174,11 @@ def predict_command(
     except DataError as exc:
         raise typer.BadParameter(str(exc), param_hint="--map-writer") from None
     check_resolution(resolution)
+    if sign not in CHOICES:
+        raise typer.BadParameter(f"must be {', '.join(CHOICES)}", param_hint="--sign")
     area = read_area(aoi) if aoi is not None else None  # a bad file: one line, no folder
     tiles = stac_tiles(tiles or [], area, stac, collection, datetime, asset)
+    signing = choose_signing(sign, stac, tiles)
     count = predict_workers(workers, device)
     if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
         count = (workers_per_node or count) * nnodes
@@ -195,7 +208,7 @@ def predict_command(
         resolution=resolution,
         writers=writers,
     )
-    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast, aoi=area)
+    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast, aoi=area, signing=signing)
     run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 

@@ -40,6 +40,7 @@ from landcover.mapping.spec import JobOptions, JobOutcome, JobSpec, measured_til
 from landcover.mapping.worker import job_worker
 from landcover.parallel.devices import device_available
 from landcover.parallel.env import DistEnv
+from landcover.storage import signing
 
 log = logging.getLogger("landcover")
 
@@ -70,12 +71,14 @@ def run_predict_job(
         LandcoverError: On a bad checkpoint or inputs, a failed worker, or failed tiles.
     """
     spec = JobSpec(inputs, checkpoint, options, job, device)
+    signing.use(job.signing)  # the tiles' sizes are read here, the tiles in the workers
     if comm.started_by_a_launcher():  # one worker of an external launcher
         outcome = job_worker(spec)
         outcome.raise_if_failed(job.fail_fast)
         return outcome
     setup_logging(DistEnv(), None)
     device_available(device)  # --device cuda without a GPU: refused before the folder exists
+    signing.check_signing(job.signing)  # a token endpoint that refuses: one line, no folder
     geometry = (options.window, options.overlap)
     spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry, job.aoi)
     check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder

@@ -14,6 +14,7 @@ from landcover.errors import DataError, LandcoverError
 from landcover.inference.options import PredictOptions
 from landcover.mapping.aoitiles import tiles_in_area
 from landcover.mapping.tiles import TileEntry, measure_tiles, resolve_tiles
+from landcover.storage.signing import Signing
 
 
 class TilesFailedError(LandcoverError):
@@ -30,12 +31,15 @@ class JobOptions:
         timeout_s: Longest wait for the other workers (the job's start and end).
         aoi: The area of interest (``--aoi``): only the tiles that meet it are mapped, and
             the job counts its classes inside it (:mod:`.aoiarea`).
+        signing: ``--sign``: the blobs read with tokens from the Planetary Computer (every
+            worker sets it up in its own process; no token travels with it).
     """
 
     overwrite: bool = False
     fail_fast: bool = False
     timeout_s: float = 3600.0
     aoi: AreaOfInterest | None = None
+    signing: Signing | None = None
 
 
 @dataclass

@@ -49,6 +49,7 @@ from landcover.mapping.tileoutcome import (
 )
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
+from landcover.storage import signing
 from landcover.threads import core_share, gdal_threads
 
 log = logging.getLogger("landcover")
@@ -232,6 +233,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         LandcoverError: If the checkpoint or the inputs are unusable (every rank raises).
     """
     tune_allocator()
+    signing.use(spec.job.signing)  # this process's tokens, asked for here (never pickled)
     env = comm.worker_env()
     out = str(spec.options.out)
     setup_logging(env, None if storage.is_remote(out) else out)

@@ -5,7 +5,9 @@ takes from each item the href of its image asset (``image``, the Planetary Compu
 asset, unless another is named; an item without it but with one GeoTIFF asset gives that
 one). The hrefs are the items' own, never signed here: a signed URL carries a short-lived
 token, which the job would print and write with the tile's name; the storage layer signs
-each one as it reads it.
+each one as it reads it (:mod:`landcover.storage.signing`). An Azure blob's
+``https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH`` is handed on as
+``abfs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH``, the form the storage layer reads.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from landcover.errors import DataError
 from landcover.redaction import redact
 from landcover.search.catalogue import item_time, search_items
 from landcover.search.places import one_per_place
-from landcover.storage.urls import parse
+from landcover.storage.urls import blob_url, parse
 
 log = logging.getLogger("landcover")
 
@@ -53,7 +55,7 @@ class FoundTile:
     """A tile found in the catalogue.
 
     Attributes:
-        href: The image asset's href (absolute; unsigned).
+        href: The image asset's href (absolute; unsigned; an https blob in its abfs form).
         item_id: The STAC item's id.
         collection: Its collection.
         acquired: Its date, if it has one.
@@ -77,6 +79,8 @@ def image_href(item: pystac.Item, key: str) -> str:
 
     Raises:
         DataError: If the item has no such asset and no single GeoTIFF asset.
+        StorageError: An href the storage layer does not read (http(s) beyond Azure's blobs,
+            a shared access signature in its query).
     """
     asset = item.assets.get(key)
     if asset is None:
@@ -87,7 +91,7 @@ def image_href(item: pystac.Item, key: str) -> str:
                 f"item {item.id} has no asset {key!r} (its assets: {keys}); see --asset"
             )
         asset = tiffs[0]
-    href = asset.get_absolute_href() or asset.href
+    href = blob_url(asset.get_absolute_href() or asset.href)  # https blob: abfs://C@HOST/P
     location = parse(href)
     return location.path if location.is_local else href  # file:///x.tif: the path /x.tif
 

@@ -121,7 +121,8 @@ def how_to_set(env: Mapping[str, str] | None = None) -> str:
 DEVSTORE_ACCOUNT = "devstoreaccount1"
 DEVSTORE_ENDPOINT = f"http://127.0.0.1:10000/{DEVSTORE_ACCOUNT}"
 
-Method = Literal["connection_string", "account_key", "sas_token", "default_credential"]
+Method = Literal["connection_string", "account_key", "sas_token", "default_credential", "signed"]
+"""``signed``: a SAS token for one container from a signing service (:mod:`.signing`)."""
 
 
 @dataclass(frozen=True)
@@ -134,7 +135,7 @@ class AzureAuth:
         method: Which credential is used.
         source: The environment variable(s) it came from, for error messages.
         secret: The connection string, account key or SAS token ('' for the default chain);
-            never shown by ``repr`` and never pickled.
+            never shown by ``repr`` and never pickled (a signed one: see :mod:`.signing`).
     """
 
     account: str

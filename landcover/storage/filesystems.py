@@ -4,7 +4,8 @@ Azure URLs get an adlfs ``AzureBlobFileSystem`` whose blob service client is bui
 the credentials from :mod:`landcover.storage.credentials` (never adlfs's own reading of the
 environment), the short SDK retries and timeouts of :mod:`landcover.storage.retry`, and no
 listings cache (other processes write too). One instance per process, account, credential and
-policy is reused.
+policy is reused. A container read with tokens from a signing service (:mod:`.signing`) has
+its own, made again when the token is renewed.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from typing import Any
 
 import fsspec
 
-from landcover.storage.credentials import AzureAuth, azure_auth, misnamed_variables
+from landcover.storage.credentials import AzureAuth, azure_auth, how_to_set, misnamed_variables
 from landcover.storage.errors import CredentialsError, StorageError
 from landcover.storage.retry import RetryPolicy, default_policy, sdk_client_options
+from landcover.storage.signing import signed_auth_for
 from landcover.storage.urls import Location, parse
 
 _LOCK = threading.Lock()
 _CACHE: dict[tuple[Any, ...], fsspec.AbstractFileSystem] = {}
+_SIGNED: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # a signed container's key in _CACHE
 
 
 def _azure_class() -> type:
@@ -65,7 +68,7 @@ def _azure_class() -> type:
             credential: Any
             if auth.method == "account_key":
                 credential = AzureNamedKeyCredential(auth.account, auth.secret)
-            elif auth.method == "sas_token":
+            elif auth.method in ("sas_token", "signed"):
                 credential = AzureSasCredential(auth.secret)
             else:
                 from azure.identity.aio import DefaultAzureCredential
@@ -88,32 +91,46 @@ _AZURE_CLASS: type | None = None
 
 
 def azure_filesystem(
-    account: str | None = None, policy: RetryPolicy | None = None
+    account: str | None = None, policy: RetryPolicy | None = None, container: str = ""
 ) -> fsspec.AbstractFileSystem:
-    """The blob file system for the credentials in the environment.
+    """The blob file system for the credentials in the environment, or a signed container's.
 
     Args:
         account: The account a URL names, if any.
         policy: Retry and timeout settings (default: :func:`default_policy`).
+        container: The container read, for a signed one (:mod:`.signing`).
 
     Returns:
         An adlfs file system (paths are ``container/blob``).
 
     Raises:
-        CredentialsError: Missing, malformed or insecure credentials.
+        CredentialsError: Missing, malformed or insecure credentials, or a signing service
+            that gives no token.
     """
     global _AZURE_CLASS
     policy = policy or default_policy()
-    auth = azure_auth(account)
+    signed = signed_auth_for(account, container)
+    auth = signed or azure_auth(account)
     key = ("azure", os.getpid(), auth.fingerprint, policy)
     with _LOCK:
         fs = _CACHE.get(key)
         if fs is None:
+            if signed is not None:  # a renewed token: the file system of the one before goes
+                slot = (os.getpid(), signed.account, signed.container, policy)
+                if slot in _SIGNED:
+                    _CACHE.pop(_SIGNED[slot], None)
+                _SIGNED[slot] = key
             if _AZURE_CLASS is None:
                 _AZURE_CLASS = _azure_class()
             try:
                 fs = _AZURE_CLASS(auth, policy)
             except ValueError as exc:  # adlfs wraps client construction errors
+                if auth.method == "default_credential":  # azure-core: a token needs https
+                    raise CredentialsError(
+                        f"no credential for account {auth.account} at {auth.endpoint}: Azure's "
+                        f"default credential is refused there ({' '.join(str(exc).split())}); "
+                        f"{how_to_set()}"
+                    ) from exc
                 hints = "".join(f"; {hint}" for hint in misnamed_variables())
                 raise CredentialsError(
                     f"cannot use the Azure credentials in {auth.source}: they are malformed{hints}"
@@ -149,5 +166,5 @@ def filesystem_of(
     if location.protocol == "memory":
         return fsspec.filesystem("memory"), location.path
     if location.is_azure:
-        return azure_filesystem(location.account, policy), location.path
+        return azure_filesystem(location.account, policy, location.container), location.path
     raise StorageError(f"unsupported URL {location.url!r}")  # pragma: no cover - parse refuses

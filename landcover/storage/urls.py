@@ -8,6 +8,11 @@
   ``ACCOUNT.blob.core.windows.net`` works too)
 - ``memory://prefix`` (fsspec's in-process file system, for tests and tools)
 
+An ``https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH`` URL (a STAC item's href) is read
+as ``abfs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH`` once :func:`blob_url` has rewritten
+it (with ``--sign``, its credential is a token from the Planetary Computer:
+:mod:`landcover.storage.signing`).
+
 A URL never carries credentials: those come from the environment (see
 :mod:`landcover.storage.credentials`). A blob URL with a shared-access-signature query
 (``az://c/t.tif?sv=...&sig=...``, or an ``https://`` SAS URL) is refused with a message that
@@ -20,6 +25,7 @@ import posixpath
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from landcover.redaction import AMP, EQUALS, QMARK, redact
 from landcover.storage.errors import StorageError
@@ -136,6 +142,33 @@ def check_no_credentials(url: str | Path) -> None:
             f"credentials from the environment, not from URLs; drop the query and put the "
             f"token in AZURE_STORAGE_SAS_TOKEN (with AZURE_STORAGE_ACCOUNT_NAME)"
         )
+
+
+def blob_url(url: str) -> str:
+    """An ``https://`` blob URL (a STAC item's href) in the form landcover reads.
+
+    ``https://ACCOUNT.blob.core.windows.net/CONTAINER/PATH`` becomes
+    ``abfs://CONTAINER@ACCOUNT.blob.core.windows.net/PATH`` (percent-decoded); any other URL
+    or path is returned as it is.
+
+    Args:
+        url: A path or URL.
+
+    Returns:
+        The URL to read.
+
+    Raises:
+        StorageError: A blob URL with a shared access signature (:func:`check_no_credentials`).
+    """
+    check_no_credentials(url)
+    parts = urlsplit(url)
+    host = (parts.hostname or "").lower()
+    container, _, path = parts.path.lstrip("/").partition("/")
+    if parts.scheme.lower() != "https" or parts.query or not _ACCOUNT_HOST.match(host):
+        return url
+    if not container or not path:
+        return url
+    return f"abfs://{container}@{host}/{unquote(path)}"
 
 
 def parse(url: str | Path) -> Location:

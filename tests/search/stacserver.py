@@ -1,4 +1,5 @@
-"""A real STAC API on loopback for the tests: ``rustac serve`` and its in-memory back end."""
+"""A real STAC API on loopback for the tests: ``rustac serve`` and its in-memory back end;
+and the NAIP-like items, collection and area the tests serve and search."""
 
 from __future__ import annotations
 
@@ -11,9 +12,12 @@ import time
 import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
+from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 import pystac
+from rasterio.warp import transform_geom
 
 
 def _free_port() -> int:
@@ -60,3 +64,38 @@ def stac_api(
     finally:
         server.terminate()
         server.wait(10)
+
+
+def naip_item(name: str, footprint: Any, crs: str, year: int, href: str) -> pystac.Item:
+    """A NAIP-like item of collection ``naip``: its footprint (in ``crs``) and image asset."""
+    geometry = transform_geom(crs, "EPSG:4326", footprint.__geo_interface__)
+    lons = [x for x, _ in geometry["coordinates"][0]]
+    lats = [y for _, y in geometry["coordinates"][0]]
+    item = pystac.Item(
+        name, geometry, [min(lons), min(lats), max(lons), max(lats)],
+        datetime(year, 7, 1, tzinfo=timezone.utc), {}, collection="naip",
+    )  # fmt: skip
+    media = "image/tiff; application=geotiff; profile=cloud-optimized"
+    item.add_asset("image", pystac.Asset(href, media_type=media, roles=["data"]))
+    return item
+
+
+def naip_collection(description: str) -> pystac.Collection:
+    """The ``naip`` collection the items belong to (around the test's tiles, from 2018)."""
+    extent = pystac.Extent(
+        pystac.SpatialExtent([[-76.2, 38.7, -75.9, 38.9]]),
+        pystac.TemporalExtent([[datetime(2018, 1, 1, tzinfo=timezone.utc), None]]),
+    )
+    return pystac.Collection("naip", description, extent)
+
+
+def write_area(path: Path, area: Any, crs: str) -> Path:
+    """Writes an area of interest as a GeoJSON feature that declares its CRS; returns ``path``."""
+    feature = {
+        "type": "Feature",
+        "crs": {"type": "name", "properties": {"name": crs}},
+        "properties": {},
+        "geometry": area.__geo_interface__,
+    }
+    path.write_text(json.dumps(feature))
+    return path

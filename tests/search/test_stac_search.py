@@ -8,16 +8,14 @@ test's own geometry: footprints against the area, in the tiles' CRS.
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
 from pathlib import Path
 
 import numpy as np
 import pystac
 import pytest
-from rasterio.warp import transform_geom
 from shapely.geometry import box
 from shapely.ops import unary_union
-from stacserver import stac_api
+from stacserver import naip_collection, naip_item, stac_api, write_area
 
 from landcover.aoi import read_area
 from landcover.search import SearchRequest, find_tiles
@@ -49,41 +47,18 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> dict:
     for name, corner, year in TILES:
         image = rng.integers(1, 255, size=(4, SIDE, SIDE), dtype=np.uint8)
         path = write_naip_tile(folder / f"{name}_naip.tif", image, CRS, 1.0, corner)
-        geometry = transform_geom(CRS, "EPSG:4326", _footprint(corner).__geo_interface__)
-        lons = [x for x, _ in geometry["coordinates"][0]]
-        lats = [y for _, y in geometry["coordinates"][0]]
-        item = pystac.Item(
-            name, geometry, [min(lons), min(lats), max(lons), max(lats)],
-            datetime(year, 7, 1, tzinfo=timezone.utc), {}, collection="naip",
-        )  # fmt: skip
-        media = "image/tiff; application=geotiff; profile=cloud-optimized"
-        item.add_asset("image", pystac.Asset(path.as_uri(), media_type=media, roles=["data"]))
-        items.append(item)
-    extent = pystac.Extent(
-        pystac.SpatialExtent([[-76.2, 38.7, -75.9, 38.9]]),
-        pystac.TemporalExtent([[datetime(2018, 1, 1, tzinfo=timezone.utc), None]]),
-    )
-    collection = pystac.Collection("naip", "NAIP, a few tiles of it", extent)
+        items.append(naip_item(name, _footprint(corner), CRS, year, path.as_uri()))
+    collection = naip_collection("NAIP, a few tiles of it")
     items_file = folder / "items.json"
     items_file.write_text(json.dumps(pystac.ItemCollection(items).to_dict()))
     catalogue = pystac.Catalog("local", "the same items as a catalogue on disk")
-    on_disk = pystac.Collection("naip", "NAIP, a few tiles of it", extent)
+    on_disk = naip_collection("NAIP, a few tiles of it")
     catalogue.add_child(on_disk)
     on_disk.add_items([item.clone() for item in items])
     catalogue.normalize_hrefs(str(folder / "catalogue"))
     on_disk.make_all_asset_hrefs_relative()  # as a self-contained catalogue holds its images
     catalogue.save(pystac.CatalogType.SELF_CONTAINED)
-    aoi = folder / "aoi.geojson"
-    aoi.write_text(
-        json.dumps(
-            {
-                "type": "Feature",
-                "crs": {"type": "name", "properties": {"name": CRS}},
-                "properties": {},
-                "geometry": AREA.__geo_interface__,
-            }
-        )
-    )
+    aoi = write_area(folder / "aoi.geojson", AREA, CRS)
     with stac_api(folder, collection, items) as url:
         yield {
             "folder": folder,
