@@ -43,8 +43,8 @@ def chromium() -> Iterator:
 class Viewer:
     """``landcover view DIR --port 0 --no-browser`` running, and its page's address."""
 
-    def __init__(self, folder: Path) -> None:
-        self.proc = start_cli("view", str(folder), "--port", "0", "--no-browser")
+    def __init__(self, folder: Path, env: dict[str, str] | None = None) -> None:
+        self.proc = start_cli("view", str(folder), "--port", "0", "--no-browser", env=env)
         line = self.proc.stdout.readline()
         assert "serving" in line, line + self.proc.stderr.read()
         self.url = line.split(" at ")[1].split()[0]

@@ -58,6 +58,11 @@ def view(
         raise DataError(f"landcover view needs {exc.name}: {VIEW_EXTRA}") from None
 
     job = load_job(folder)
+    if job.signing is not None:  # its blob tiles' imagery is read as the job read them
+        from landcover.storage import signing
+
+        images = [t.image for t in job.tiles if t.image]
+        signing.use(signing.choose_signing(job.signing, None, images))
     server = make_server(job, host, port)
     from landcover.storage.credentials import is_loopback  # the one loopback test
 

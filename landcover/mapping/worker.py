@@ -294,6 +294,8 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 "started": started_at,
                 "seconds": round(time.perf_counter() - started, 3),
                 "out": out,
+                # how its blob tiles were read: landcover view reads their imagery alike
+                "signing": spec.job.signing.service if spec.job.signing is not None else None,
             }
             outcome = _finish(records, ctx, job)
         return comm.broadcast(outcome, env)

@@ -11,7 +11,12 @@ The viewer reads what ``landcover predict`` writes (:mod:`landcover.mapping.stac
   hectares inside an area of interest say, appear without a change here);
 - ``aoi.geojson``, when the job has an area of interest (:mod:`.aoi`);
 - ``mosaic_class*.vrt``, the class maps' VRTs, which the class layer is cut from
-  (:mod:`.mosaics`).
+  (:mod:`.mosaics`);
+- ``summary.json``'s ``job.signing``: how the job read its blob tiles (``planetary-computer``:
+  with the Planetary Computer's tokens), so that their imagery is read alike.
+
+The maps are local files; the input images may be blobs (``az://``, ``abfs://``: a job of the
+Planetary Computer's NAIP), read through :mod:`landcover.storage` as the job read them.
 
 Tiles keep the collection's order, the job's: where tiles overlap, the later one is on top,
 as in the job's VRT mosaics.
@@ -28,12 +33,14 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from landcover.errors import DataError
+from landcover.storage.urls import is_azure
 from landcover.viewer.aoi import read_aoi
 from landcover.viewer.mosaics import ClassMosaic, read_mosaics
 
 ITEMS = "stac_items.json"
 CLASSES = "classes.csv"
 AOI = "aoi.geojson"
+SUMMARY = "summary.json"
 _COLOUR_FALLBACK = "808080"
 
 
@@ -109,6 +116,7 @@ class ViewerJob:
         table: ``classes.csv`` (``None`` when missing).
         aoi: The area of interest as GeoJSON in WGS 84 (``None`` when the job has none).
         mosaics: The job's VRTs of its class maps (:mod:`.mosaics`).
+        signing: How the job read its blob tiles (``summary.json``'s ``job.signing``).
     """
 
     folder: Path
@@ -118,6 +126,7 @@ class ViewerJob:
     table: Table | None
     aoi: dict[str, Any] | None
     mosaics: list[ClassMosaic] = field(default_factory=list)
+    signing: str | None = None
 
     @property
     def bounds(self) -> tuple[float, float, float, float]:
@@ -169,7 +178,7 @@ def _tile(item: dict[str, Any], folder: Path) -> MapTile:
         bands = prob.get("raster:bands") or [{}]
         scale = float(bands[0].get("scale", 1.0))
     source = next((link["href"] for link in item["links"] if link["rel"] == "derived_from"), None)
-    image = _local(source, folder) if source else None
+    image = (source if is_azure(source) else _local(source, folder)) if source else None
     if image is not None and "://" not in image and not os.path.isfile(image):
         image = None
     prob_map = _local(prob["href"], folder) if prob is not None else None
@@ -239,4 +248,21 @@ def load_job(folder: str | os.PathLike[str]) -> ViewerJob:
         raise DataError(f"{missing[0]}: class map missing ({len(missing)} of {len(tiles)} tiles)")
     mosaics = read_mosaics(root, [t.class_map for t in tiles])
     table, aoi = read_table(root / CLASSES), read_aoi(root / AOI)
-    return ViewerJob(root, tiles, classes, nodata, table, aoi, mosaics)
+    return ViewerJob(root, tiles, classes, nodata, table, aoi, mosaics, read_signing(root))
+
+
+def read_signing(folder: Path) -> str | None:
+    """How the job read its blob tiles: ``summary.json``'s ``job.signing`` (``None``: none).
+
+    Args:
+        folder: The job's output folder.
+
+    Returns:
+        The signing service, or ``None`` (no summary, or an older one without the field).
+    """
+    try:
+        job = json.loads((folder / SUMMARY).read_text()).get("job", {})
+    except (OSError, ValueError, AttributeError):
+        return None
+    signing = job.get("signing") if isinstance(job, dict) else None
+    return str(signing) if signing else None

@@ -21,21 +21,30 @@ percentile). Rendered tiles are kept in memory (the last :data:`CACHED_TILES`).
 
 from __future__ import annotations
 
+import logging
 import os
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import lru_cache
 
 import morecantile
 import numpy as np
+import rasterio
 from rasterio.errors import RasterioIOError
 from rio_tiler.errors import EmptyMosaicError, NoOverviewWarning, TileOutsideBounds
 from rio_tiler.io import Reader
 from rio_tiler.models import ImageData
 from rio_tiler.mosaic import mosaic_reader
 
+from landcover.redaction import redact
+from landcover.storage import filesystem
+from landcover.storage.errors import StorageError
+from landcover.storage.urls import is_azure
 from landcover.viewer.job import ViewerJob
+
+log = logging.getLogger("landcover")
 
 TILE_SIZE = 256
 CACHED_TILES = 1024
@@ -77,6 +86,43 @@ class _KnownReader(Reader):
     def tile_exists(self, tile_x: int, tile_y: int, tile_z: int) -> bool:
         """Always: see the class."""
         return True
+
+
+class _UnreadableError(Exception):
+    """An input image on blob storage that cannot be read (said once, then left out)."""
+
+
+_SAID: set[str] = set()
+
+
+@contextmanager
+def _reader(path: str) -> Iterator[_KnownReader]:
+    """A reader of a local file, a plain URL, or a blob read through :mod:`landcover.storage`.
+
+    A blob (``az://``, ``abfs://``: a job's inputs on blob storage) is opened with its file
+    system as rasterio's opener: GDAL reads the byte ranges it needs through adlfs, with the
+    environment's credentials or the job's signed tokens, and no token is ever in a path.
+
+    Raises:
+        _UnreadableError: A blob that cannot be reached (a warning line says why, once).
+    """
+    if not is_azure(path):
+        with _KnownReader(path) as src:
+            yield src
+        return
+    try:
+        fs, inner = filesystem(path)
+        dataset = rasterio.open(inner, opener=fs)
+    except (StorageError, RasterioIOError, OSError) as exc:
+        if path not in _SAID:
+            _SAID.add(path)
+            log.warning(redact(f"{path}: imagery not drawn ({exc})"))
+        raise _UnreadableError(path) from None
+    try:
+        with _KnownReader(path, dataset=dataset) as src:
+            yield src
+    finally:
+        dataset.close()
 
 
 def _stretch(image: ImageData) -> ImageData:
@@ -160,7 +206,7 @@ class TileRenderer:
             return None
 
         def read(path: str, *args: int) -> ImageData:
-            with _KnownReader(path) as src:
+            with _reader(path) as src:
                 if layer.of_image and src.dataset.count < max(layer.indexes):
                     raise TileOutsideBounds(f"{path}: {src.dataset.count} bands")
                 return src.tile(
@@ -179,7 +225,7 @@ class TileRenderer:
                 y,
                 z,
                 threads=READ_THREADS,
-                allowed_exceptions=(TileOutsideBounds, RasterioIOError),
+                allowed_exceptions=(TileOutsideBounds, RasterioIOError, _UnreadableError),
             )
         except EmptyMosaicError:
             return None

@@ -11,8 +11,10 @@ read with the endpoint's tokens, and no token may reach a printed line or a writ
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import threading
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -20,11 +22,16 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import parse_qs
 
+import morecantile
 import numpy as np
 import pytest
 from azure.core.exceptions import ResourceExistsError
 from azure.storage.blob import ContainerSasPermissions, generate_container_sas
 from azurite import AZURE_VARIABLES, Azurite
+from browser import Viewer
+from PIL import Image
+from rasterio.warp import transform
+from rio_tiler.io import Reader
 from shapely.geometry import box
 from stacserver import naip_collection, naip_item, stac_api, write_area
 
@@ -130,7 +137,7 @@ def world(azurite: Azurite, tmp_path_factory: pytest.TempPathFactory) -> Iterato
     collection = naip_collection("NAIP in Azurite")
     aoi = write_area(folder / "aoi.geojson", AREA, CRS)
     with stac_api(folder, collection, items) as url:
-        yield {"url": url, "aoi": aoi}
+        yield {"url": url, "aoi": aoi, "folder": folder}
 
 
 def _env(azurite: Azurite, tokens: TokenEndpoint) -> dict[str, str]:
@@ -215,3 +222,39 @@ def test_a_refusing_token_endpoint_is_one_line_naming_it(
     line = assert_one_line_error(result, "token endpoint", tokens.url, "403")
     assert "devstoreaccount1/naip" in line
     assert not out.exists()
+
+
+def _png(data: bytes) -> np.ndarray:
+    return np.asarray(Image.open(io.BytesIO(data)).convert("RGBA"))
+
+
+def test_the_viewer_draws_the_signed_blobs_imagery(
+    world: dict, azurite: Azurite, tokens: TokenEndpoint, quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """landcover view reads a Planetary Computer job's input tiles as the job did: signed."""
+    out = tmp_path / "maps"
+    env = _env(azurite, tokens)
+    result = _predict(world, quick_checkpoint, out, "planetary-computer", env)
+    assert result.returncode == 0, result.stderr
+    assert json.loads((out / "summary.json").read_text())["job"]["signing"] == "planetary-computer"
+    # a zoom-20 map tile (about 30 m) around s1's centre lies inside s1 (64 m)
+    x0, y0 = CORNERS["s1"]
+    lon, lat = transform(CRS, "EPSG:4326", [x0 + SIDE / 2], [y0 - SIDE / 2])
+    tile = morecantile.tms.get("WebMercatorQuad").tile(lon[0], lat[0], 20)
+    with Reader(str(world["folder"] / "s1_naip.tif")) as local:  # the same image, on disk
+        expected = local.tile(
+            tile.x, tile.y, tile.z, tilesize=256, indexes=(1, 2, 3),
+            resampling_method="bilinear", reproject_method="nearest",
+        ).render(img_format="PNG")  # fmt: skip
+    viewer = Viewer(out, env)
+    try:
+        url = f"{viewer.url.rstrip('/')}/tiles/truecolor/{tile.z}/{tile.x}/{tile.y}.png"
+        with urllib.request.urlopen(url, timeout=60) as answer:
+            drawn = answer.read()
+    finally:
+        printed = viewer.stop()
+    got, want = _png(drawn), _png(expected)
+    assert (got[..., 3] == 255).all()  # inside s1: all imagery
+    assert np.array_equal(got, want)
+    assert "imagery not drawn" not in printed, printed
+    _assert_no_token(tokens, out, printed)
