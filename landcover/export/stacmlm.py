@@ -117,8 +117,14 @@ def model_item(
             [-1, classes, -1, -1], ["batch", "channel", "height", "width"], "float32"
         ),
         description="logits; softmax over the channel axis gives class probabilities",
-        classes=[
-            Classification.create(c.index, name=c.name, color_hint=c.color.lstrip("#").upper())
+        classes=[  # a description too: the classification schema the MLM one refers to
+            # (v1.1.0) requires it
+            Classification.create(
+                c.index,
+                name=c.name,
+                description=c.name.replace("_", " "),
+                color_hint=c.color.lstrip("#").upper(),
+            )
             for c in meta.classes
         ],
         post_processing_function=ProcessingExpression.create(

@@ -16,6 +16,7 @@ import re
 import shutil
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import onnx
 import pystac
@@ -23,6 +24,8 @@ import pytest
 import rasterio
 import torch
 from pystac.extensions.mlm import AssetGeneralMLMExtension, MLMExtension, ValueScaling
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT7
 
 from landcover.checkpoint import load_checkpoint
 from landcover.config import RunConfig
@@ -132,6 +135,42 @@ def test_export_writes_the_model_its_metadata_and_a_stac_item(
     dims = model.graph.input[0].type.tensor_type.shape.dim
     assert [bool(d.dim_param) for d in dims] == [True, False, True, True]  # batch, sides
     assert dims[1].dim_value == len(meta["bands"])
+
+
+SCHEMAS = Path(__file__).parent / "schemas"  # copied from the extensions' repositories
+EXTENSIONS = "https://stac-extensions.github.io"
+MLM_SCHEMA = f"{EXTENSIONS}/mlm/v1.4.0/schema.json"
+
+
+def mlm_validator() -> jsonschema.Draft7Validator:
+    """The MLM extension's schema with the schemas it refers to, offline (schemas/README.md).
+
+    The registry has no way to fetch: a reference to a schema not in it fails the test.
+    """
+    resources = []
+    for name, version in [("mlm", "v1.4.0"), ("classification", "v1.1.0"),
+                          ("processing", "v1.1.0"), ("raster", "v1.1.0")]:  # fmt: skip
+        contents = json.loads((SCHEMAS / f"{name}-{version}.json").read_text())
+        resource = Resource.from_contents(contents, default_specification=DRAFT7)
+        resources.append((f"{EXTENSIONS}/{name}/{version}/schema.json", resource))
+    schema = json.loads((SCHEMAS / "mlm-v1.4.0.json").read_text())
+    return jsonschema.Draft7Validator(schema, registry=Registry().with_resources(resources))
+
+
+def test_stac_item_validates_against_the_mlm_extensions_schema_offline(exported: Path) -> None:
+    item = json.loads((exported / "model.stac.json").read_text())
+    assert MLM_SCHEMA in item["stac_extensions"]  # the version the shipped schema is
+    validator = mlm_validator()
+    errors = [error.message for error in validator.iter_errors(item)]
+    assert not errors, errors[:5]
+    # and the schema is not a formality: an item without its input, or with a task the
+    # extension does not know, fails it
+    no_input = json.loads(json.dumps(item))
+    del no_input["properties"]["mlm:input"]
+    assert list(validator.iter_errors(no_input))
+    bad_task = json.loads(json.dumps(item))
+    bad_task["properties"]["mlm:tasks"] = ["painting"]
+    assert list(validator.iter_errors(bad_task))
 
 
 def test_stac_item_describes_the_model_with_the_mlm_extension(exported: Path) -> None:
