@@ -34,7 +34,7 @@ from torch.distributed.elastic.metrics import MetricData, MetricHandler
 
 from landcover.config import RunConfig
 from landcover.errors import LandcoverError, SignalledError, first_line
-from landcover.parallel.sigint import sigint_deferred_in_workers
+from landcover.parallel.sigint import ELASTIC_SIGNALS, sigint_deferred_in_workers
 from landcover.parallel.workerreports import (
     ERROR_DIR_ENV,
     describe_exit,
@@ -104,6 +104,17 @@ def _shutdown_timeout(config_type: type, seconds: int) -> dict[str, int]:
     """
     names = {f.name for f in dataclasses.fields(config_type)}
     return {"shutdown_timeout": seconds} if "shutdown_timeout" in names else {}
+
+
+def _signals_to_handle(config_type: type) -> dict[str, str]:
+    """The ``signals_to_handle`` keyword of ``LaunchConfig``: the signals torch elastic handles.
+
+    SIGINT and SIGTERM are :mod:`.sigint`'s while the workers are launched (it holds one that
+    comes while they start); ``elastic_launch`` writes this value into the environment
+    variable torch elastic reads, over the one :mod:`.sigint` set, so it is passed here too.
+    """
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return {"signals_to_handle": ELASTIC_SIGNALS} if "signals_to_handle" in names else {}
 
 
 def launch_workers(
@@ -182,6 +193,7 @@ def launch_workers(
             start_method="spawn",
             logs_specs=DefaultLogsSpecs(log_dir=str(Path(tmp, "logs"))),
             **_shutdown_timeout(LaunchConfig, 10),
+            **_signals_to_handle(LaunchConfig),
         )
         previous = os.environ.get(ERROR_DIR_ENV)
         os.environ[ERROR_DIR_ENV] = str(error_dir)

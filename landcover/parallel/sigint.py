@@ -17,7 +17,9 @@ torch starts at its import does not block SIGINT, and the kernel may hand the si
 instead: Python then runs the same handler in the main thread at once.
 
 That handler, for SIGINT and SIGTERM, is this module's, in place of torch elastic's (told by
-its ``TORCHELASTIC_SIGNALS_TO_HANDLE`` to handle only the others). It raises what torch
+``LaunchConfig.signals_to_handle``, :data:`ELASTIC_SIGNALS`, to handle only the others; a
+value only in ``TORCHELASTIC_SIGNALS_TO_HANDLE`` was overwritten by ``elastic_launch``, and
+torch elastic's handler raised inside the start as before: CI, 2026-11-28, again). It raises what torch
 elastic's raises, a ``SignalException`` (the agent stops the workers), except while the main
 thread is inside torch's ``start_processes`` (a few milliseconds a worker): raised there, between
 one worker's start and the next, the workers already started were nobody's to stop (torch
@@ -53,6 +55,9 @@ _ELASTIC_SIGNALS = ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT")
 _OURS = ("SIGINT", "SIGTERM")
 """The signals handled here while workers start; torch elastic keeps the others."""
 _ELASTIC_ENV = "TORCHELASTIC_SIGNALS_TO_HANDLE"
+ELASTIC_SIGNALS = ",".join(n for n in _ELASTIC_SIGNALS if n not in _OURS)
+"""What torch elastic handles while workers are launched: ``LaunchConfig.signals_to_handle``
+(``elastic_launch`` writes it into :data:`_ELASTIC_ENV`, which torch elastic reads)."""
 _STARTING = start_processes.__code__
 
 
@@ -98,7 +103,7 @@ def sigint_deferred_in_workers() -> Iterator[None]:
     numbers = [getattr(signal, name) for name in _ELASTIC_SIGNALS if hasattr(signal, name)]
     handlers = {number: signal.getsignal(number) for number in numbers}
     elastic_env = os.environ.get(_ELASTIC_ENV)
-    os.environ[_ELASTIC_ENV] = ",".join(n for n in _ELASTIC_SIGNALS if n not in _OURS)
+    os.environ[_ELASTIC_ENV] = ELASTIC_SIGNALS  # for a torch without LaunchConfig's field
     held = _HeldWhileStarting()
     for name in _OURS:
         signal.signal(getattr(signal, name), held)

@@ -11,12 +11,15 @@ import multiprocessing
 import os
 import signal
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import pytest
 from torch.distributed.elastic.multiprocessing import SignalException
 from torch.multiprocessing import start_processes
 
+from landcover.errors import SignalledError
+from landcover.parallel.launch import launch_workers
 from landcover.parallel.sigint import accept_sigint, sigint_deferred_in_workers
 
 SIGINT_BIT = 1 << (signal.SIGINT - 1)
@@ -64,16 +67,16 @@ def test_sigint_reaches_the_main_thread_and_the_handlers_are_put_back() -> None:
 
 
 class _SignalWhilePickled:
-    """An argument whose first pickling (the first worker's start) sends this process a
-    signal and gives the relay time to hand it on: Ctrl-C between one worker's start and the
-    next."""
+    """An argument whose pickling in the ``at``-th worker's start sends this process a signal
+    and gives the relay time to hand it on: Ctrl-C in the middle of the workers' start."""
 
     signum = signal.SIGINT
-    sent = False
+    at = 1
+    pickled = 0
 
     def __reduce__(self) -> tuple[type, tuple[()]]:
-        if not _SignalWhilePickled.sent:
-            _SignalWhilePickled.sent = True
+        _SignalWhilePickled.pickled += 1
+        if _SignalWhilePickled.pickled == self.at:
             os.kill(os.getpid(), self.signum)
             time.sleep(1.0)  # the relay hears it in a fraction of a second
         return (_SignalWhilePickled, ())
@@ -90,7 +93,7 @@ def test_a_signal_while_workers_start_is_raised_once_all_have_started(
     """Raised between two workers' starts, the first was left to the launcher's exit: a
     traceback of a worker that lost its start-up data or a semaphore (CI, 2026-11-28)."""
     monkeypatch.setattr(_SignalWhilePickled, "signum", signum)
-    monkeypatch.setattr(_SignalWhilePickled, "sent", False)
+    monkeypatch.setattr(_SignalWhilePickled, "pickled", 0)
     started = []
     with pytest.raises(SignalException) as raised, sigint_deferred_in_workers():
         started.append(
@@ -103,8 +106,41 @@ def test_a_signal_while_workers_start_is_raised_once_all_have_started(
         while time.monotonic() < deadline:  # the signal is raised here, after the start
             time.sleep(0.01)
     assert raised.value.sigval == signum
-    assert _SignalWhilePickled.sent
+    assert _SignalWhilePickled.pickled == 2
     assert len(started) == 1, "interrupted while the workers started"
     for process in started[0].processes:
         process.join(60)
         assert process.exitcode == 0
+
+
+def _sleeper(_: _SignalWhilePickled) -> None:
+    """A worker that waits to be stopped."""
+    time.sleep(120)
+
+
+def _spawned_children() -> list[int]:
+    """This process's children that are spawned Python processes (``spawn_main``)."""
+    found = []
+    for task in Path("/proc/self/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with suppress(OSError):  # ended meanwhile
+                if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text():
+                    found.append(int(child))
+    return found
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_a_signal_between_two_workers_starts_under_torch_elastic_stops_both(
+    monkeypatch: pytest.MonkeyPatch, signum: int
+) -> None:
+    """Through torch elastic's own launch (``launch_workers``): its ``elastic_launch`` wrote
+    its default into the variable that told it to leave SIGINT to us, and its handler raised
+    between the two starts; the first worker was left running, nobody's (CI, 2026-11-28)."""
+    monkeypatch.setattr(_SignalWhilePickled, "signum", signum)
+    monkeypatch.setattr(_SignalWhilePickled, "at", 2)  # as the second worker starts
+    monkeypatch.setattr(_SignalWhilePickled, "pickled", 0)
+    with pytest.raises(SignalledError) as raised:
+        launch_workers(_sleeper, (_SignalWhilePickled(),), 2)
+    assert raised.value.exit_code == 128 + signum
+    assert _SignalWhilePickled.pickled >= 2
+    assert _spawned_children() == []  # both started, both stopped
