@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -283,6 +284,17 @@ def start_cli(
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         start_new_session=True,
     )
+
+
+def spawned_children(pid: int | str = "self") -> list[int]:
+    """A process's children that are spawned Python processes (``spawn_main``): workers."""
+    found = []
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        for child in (task / "children").read_text().split():
+            with suppress(OSError):  # ended meanwhile
+                if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text():
+                    found.append(int(child))
+    return found
 
 
 def wait_for_log(

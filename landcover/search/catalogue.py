@@ -29,7 +29,7 @@ from shapely.geometry import shape
 from landcover.aoi import AreaOfInterest
 from landcover.errors import DataError
 from landcover.redaction import redact
-from landcover.storage.credentials import is_loopback
+from landcover.storage.credentials import is_tls_or_loopback
 
 _Range = tuple[datetime | None, datetime | None]
 
@@ -130,8 +130,7 @@ def _from_file(
 
 
 def _check_url(url: str) -> None:
-    parts = urlsplit(url)
-    if parts.scheme == "http" and not is_loopback(parts.hostname or ""):
+    if not is_tls_or_loopback(url):
         raise DataError(f"--stac {redact(url)}: use https (plain http only on a loopback address)")
 
 

@@ -186,6 +186,22 @@ def is_loopback(host: str) -> bool:
         return False
 
 
+def is_tls_or_loopback(url: str) -> bool:
+    """Whether a service URL is https, or plain http to this machine (a local server).
+
+    Args:
+        url: The service's URL.
+
+    Returns:
+        True for ``https://HOST...`` and ``http://`` to a loopback address.
+    """
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    return bool(host) and (
+        parts.scheme == "https" or (parts.scheme == "http" and is_loopback(host))
+    )
+
+
 def check_endpoint(endpoint: str, source: str) -> None:
     """Refuses an endpoint that is not https, unless it is a local emulator.
 
@@ -196,12 +212,10 @@ def check_endpoint(endpoint: str, source: str) -> None:
     Raises:
         CredentialsError: Not an https URL, and not http to a loopback address.
     """
+    if is_tls_or_loopback(endpoint):
+        return
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
-    if parts.scheme == "https" and host:
-        return
-    if parts.scheme == "http" and host and is_loopback(host):
-        return
     raise CredentialsError(
         f"refusing blob endpoint {parts.scheme}://{host or '?'} from {source}: Azure Storage "
         "is reached over https only (plain http only for a local emulator on 127.0.0.1, "

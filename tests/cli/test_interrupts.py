@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import signal
 import time
-from contextlib import suppress
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +18,7 @@ import pytest
 import rasterio
 from affine import Affine
 
-from conftest import start_cli, train_args, wait_for_log
+from conftest import spawned_children, start_cli, train_args, wait_for_log
 
 
 def _ended(proc, sig: int, group: bool) -> tuple[int, list[str]]:
@@ -58,16 +57,6 @@ def test_training_workers_interrupted(
     )
 
 
-def _starting_workers(pid: int) -> int:
-    """How many of a launcher's children are spawned Python workers (``spawn_main``)."""
-    count = 0
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with suppress(OSError):  # ended meanwhile
-                count += "spawn_main" in Path(f"/proc/{child}/cmdline").read_text()
-    return count
-
-
 @pytest.mark.parametrize("started", [1, 2])
 def test_ctrl_c_while_the_workers_start_prints_no_traceback(
     tiny_config: Path, tiny_data: Path, tmp_path: Path, started: int
@@ -81,7 +70,7 @@ def test_ctrl_c_while_the_workers_start_prints_no_traceback(
     )
     try:
         deadline = time.monotonic() + 120
-        while _starting_workers(proc.pid) < started:  # spawned, still starting (seconds)
+        while len(spawned_children(proc.pid)) < started:  # spawned, still starting (seconds)
             assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read()
             time.sleep(0.02)
         returncode, lines = _ended(proc, signal.SIGINT, group=True)

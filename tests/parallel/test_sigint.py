@@ -11,7 +11,6 @@ import multiprocessing
 import os
 import signal
 import time
-from contextlib import suppress
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,8 @@ from torch.multiprocessing import start_processes
 from landcover.errors import SignalledError
 from landcover.parallel.launch import launch_workers
 from landcover.parallel.sigint import accept_sigint, sigint_deferred_in_workers
+
+from conftest import spawned_children
 
 SIGINT_BIT = 1 << (signal.SIGINT - 1)
 
@@ -118,17 +119,6 @@ def _sleeper(_: _SignalWhilePickled) -> None:
     time.sleep(120)
 
 
-def _spawned_children() -> list[int]:
-    """This process's children that are spawned Python processes (``spawn_main``)."""
-    found = []
-    for task in Path("/proc/self/task").iterdir():
-        for child in (task / "children").read_text().split():
-            with suppress(OSError):  # ended meanwhile
-                if "spawn_main" in Path(f"/proc/{child}/cmdline").read_text():
-                    found.append(int(child))
-    return found
-
-
 @pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
 def test_a_signal_between_two_workers_starts_under_torch_elastic_stops_both(
     monkeypatch: pytest.MonkeyPatch, signum: int
@@ -143,4 +133,4 @@ def test_a_signal_between_two_workers_starts_under_torch_elastic_stops_both(
         launch_workers(_sleeper, (_SignalWhilePickled(),), 2)
     assert raised.value.exit_code == 128 + signum
     assert _SignalWhilePickled.pickled >= 2
-    assert _spawned_children() == []  # both started, both stopped
+    assert spawned_children() == []  # both started, both stopped
