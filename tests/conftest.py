@@ -489,6 +489,7 @@ SLOWEST_FILES_FIRST = (
     "tests/storage/test_blob_training.py",  # 173 s
     "tests/inference/test_predict.py",  # 161 s
     "tests/data/test_data_stats.py",  # 139 s
+    "tests/export/test_export_architectures.py",  # 70 s alone (10 exports and 20 region jobs)
     "tests/cli/test_bad_input.py",
     "tests/training/test_mlflow.py",
     "tests/cli/test_usage_errors.py",

@@ -21,8 +21,8 @@ import numpy as np
 import onnx
 import pystac
 import pytest
-import rasterio
 import torch
+from mapagreement import PROB_TOLERANCE, assert_maps_agree, clear_pixels, read
 from pystac.extensions.mlm import AssetGeneralMLMExtension, MLMExtension, ValueScaling
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT7
@@ -39,10 +39,6 @@ from landcover.mapping.spec import JobOptions
 from landcover.synthetic.synthetic import synthesize_scene
 
 from conftest import REPO, assert_one_line_error, run_cli, write_naip_tile
-
-PROB_TOLERANCE = 1e-4
-"""Largest difference of a float32 probability through ONNX Runtime from torch's (they differ
-by float32 rounding in the convolutions: about 1e-6 on this model)."""
 
 # (name, height, width): one tile of several windows (the tiny model's window is 256 px)
 TILES = [("r1", 300, 280), ("r2", 96, 128), ("r3", 128, 160)]
@@ -100,11 +96,6 @@ def maps(
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     return torch_out, onnx_out
-
-
-def read(path: Path) -> np.ndarray:
-    with rasterio.open(path) as ds:
-        return ds.read()
 
 
 def test_export_writes_the_model_its_metadata_and_a_stac_item(
@@ -208,20 +199,7 @@ def test_stac_item_describes_the_model_with_the_mlm_extension(exported: Path) ->
 
 def test_onnx_model_maps_the_region_as_the_checkpoint(maps: tuple[Path, Path]) -> None:
     torch_out, onnx_out = maps
-    agree = total = 0
-    for name, height, width in TILES:
-        classes_t = read(torch_out / f"{name}_naip_class.tif")[0]
-        classes_o = read(onnx_out / f"{name}_naip_class.tif")[0]
-        probs_t = read(torch_out / f"{name}_naip_prob.tif")
-        probs_o = read(onnx_out / f"{name}_naip_prob.tif")
-        assert classes_o.shape == (height, width)
-        assert np.abs(probs_o - probs_t).max() <= PROB_TOLERANCE, name
-        top2 = np.sort(probs_t, axis=0)[-2:]
-        clear = (top2[1] - top2[0]) > 1 / 255
-        assert np.array_equal(classes_o[clear], classes_t[clear]), name
-        agree += int((classes_o == classes_t).sum())
-        total += classes_t.size
-    assert agree / total >= 0.999
+    assert_maps_agree(torch_out, onnx_out, TILES)
     summary_t = json.loads((torch_out / "summary.json").read_text())
     summary_o = json.loads((onnx_out / "summary.json").read_text())
     assert summary_o["job"]["checkpoint"].endswith("model.onnx")
@@ -315,7 +293,6 @@ def test_the_docs_snippet_maps_a_window_as_predict_does(
     result = predict_tile(str(tile), load_model(exported / "model.onnx", "cpu"), options)
     classes, probs = read(Path(result.class_map))[0], read(Path(result.prob_map))
     assert np.abs(namespace["probs"] - probs).max() <= PROB_TOLERANCE
-    top2 = np.sort(probs, axis=0)[-2:]
-    clear = (top2[1] - top2[0]) > 1 / 255
+    clear = clear_pixels(probs)
     assert np.array_equal(namespace["classes"][clear], classes[clear])
     assert (namespace["classes"] == classes).mean() >= 0.999

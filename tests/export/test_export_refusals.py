@@ -3,10 +3,9 @@
 A checkpoint of each (untrained: the tiny trained model's config with ``model.arch`` changed)
 is exported through the CLI. An architecture exports when its ONNX file computes torch's logits
 at another batch and size than the example it was traced on: PSPNet's and UPerNet's pooling
-grids are fixed at the traced size (they fail or compute something else at another). U-Net's
-export is tested in tests/export/test_export.py; the other architectures that export cost 10 to
-20 s each here, and DPT (refused before its export: its ViT runs at one input size only) 30 s
-to build twice, so docs/guide/export.md lists them as measured.
+grids are fixed at the traced size (they fail or compute something else at another); DPT is
+refused before its export (its ViT takes one input size only). The architectures that export
+are tested in tests/export/test_export_architectures.py.
 """
 
 from __future__ import annotations
@@ -14,40 +13,28 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
-
-from landcover.checkpoint import Checkpoint, load_checkpoint
-from landcover.config import ModelConfig
-from landcover.models import build_model
+from archs import arch_checkpoint
 
 from conftest import assert_one_line_error, run_cli
 
-REFUSED = ("pspnet", "upernet")
+REFUSED = {
+    "pspnet": ({"arch": "pspnet"}, {}, "at another input size"),
+    "upernet": ({"arch": "upernet"}, {}, "at another input size"),
+    "dpt": (
+        {"arch": "dpt", "encoder": "tu-vit_tiny_patch16_224", "encoder_depth": 4},
+        {"patch_size": 224},  # the ViT's one input size
+        "runs at one input size only",
+    ),
+}
 
 
-def arch_checkpoint(checkpoint: Path, folder: Path, settings: dict) -> Path:
-    """An untrained checkpoint of another architecture, with the tiny model's data settings."""
-    state = load_checkpoint(checkpoint)
-    config = yaml.safe_load(yaml.safe_dump(state.config))
-    config["model"].update(settings)
-    data = config["data"]
-    model = build_model(
-        ModelConfig(**config["model"]),
-        len(data["bands"]),
-        len(data["classes"]["classes"]),
-        data["patch_size"],
-    )
-    path = folder / f"{settings['arch']}.pt"
-    path.write_bytes(Checkpoint(model=model.state_dict(), config=config).serialize())
-    return path
-
-
-@pytest.mark.parametrize("arch", REFUSED)
+@pytest.mark.parametrize("arch", list(REFUSED))
 def test_architecture_that_cannot_export_is_refused_in_one_line(
     arch: str, checkpoint: Path, tmp_path: Path
 ) -> None:
-    ckpt = arch_checkpoint(checkpoint, tmp_path, {"arch": arch})
+    settings, data, why = REFUSED[arch]
+    ckpt = arch_checkpoint(checkpoint, tmp_path, settings, arch, data, calibrated=False)
     out = tmp_path / "out"
     result = run_cli("export", str(ckpt), "--out", str(out))
-    assert_one_line_error(result, f"model.arch {arch!r}", "at another input size")
+    assert_one_line_error(result, f"model.arch {arch!r}", why)
     assert sorted(p.name for p in tmp_path.iterdir()) == [ckpt.name]  # nothing, no scratch
