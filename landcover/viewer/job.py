@@ -7,8 +7,9 @@ The viewer reads what ``landcover predict`` writes (:mod:`landcover.mapping.stac
   ``class`` and ``probabilities`` assets (hrefs relative to the folder), the class map's
   classes with their colours (the classification extension), the probabilities' scale (the
   raster extension) and a ``derived_from`` link to the input image (the imagery layer);
-- ``classes.csv``: the per-class table (every column is shown, so columns a later job adds,
-  hectares inside an area of interest say, appear without a change here);
+- ``classes.csv``: the per-class table (the page shows each class's hectares, share and
+  hectares inside the area of interest, with the totals, and every column below them, so
+  columns a later job adds appear without a change here);
 - ``aoi.geojson``, when the job has an area of interest (:mod:`.aoi`);
 - ``mosaic_class*.vrt``, the class maps' VRTs, which the class layer is cut from
   (:mod:`.mosaics`);

@@ -37,7 +37,13 @@ def job(checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFact
     tiles = [str(tiny_data / f"synth_00{i}_naip.tif") for i in (0, 1)]
     result = run_cli("predict", *tiles, "-k", str(checkpoint), "--out", str(out))
     assert result.returncode == 0, result.stderr
-    with rasterio.open(tiles[0]) as ds:
+    (out / "aoi.geojson").write_text(json.dumps(area_in_utm(Path(tiles[0]))))
+    return out
+
+
+def area_in_utm(tile: Path) -> dict:
+    """A 70 x 70 m square inside a tile, as GeoJSON in its UTM zone."""
+    with rasterio.open(tile) as ds:
         left, top = ds.transform.c, ds.transform.f
     ring = [
         (left + 20, top - 30),
@@ -45,7 +51,7 @@ def job(checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFact
         (left + 90, top - 100),
         (left + 20, top - 100),
     ]
-    aoi = {
+    return {
         "type": "FeatureCollection",
         "crs": {"type": "name", "properties": {"name": "urn:ogc:def:crs:EPSG::26918"}},
         "features": [
@@ -56,8 +62,6 @@ def job(checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFact
             }
         ],
     }
-    (out / "aoi.geojson").write_text(json.dumps(aoi))
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -282,3 +286,43 @@ def test_another_host_is_served_with_a_warning(job: Path) -> None:
     warnings = [w for w in err.splitlines() if w.startswith("warning: ")]
     assert len(warnings) == 1 and "0.0.0.0" in warnings[0] and f"port {port}" in warnings[0]
     assert "can see the map" in warnings[0]
+
+
+@pytest.fixture(scope="module")
+def aoi_job(checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A region job of one tile with ``--aoi``: classes.csv has the area's hectares."""
+    out = tmp_path_factory.mktemp("aoi-job")
+    tile = tiny_data / "synth_000_naip.tif"
+    area = out.parent / f"{out.name}.geojson"
+    area.write_text(json.dumps(area_in_utm(tile)))
+    result = run_cli(
+        "predict", str(tile), "-k", str(checkpoint), "--out", str(out), "--aoi", str(area)
+    )
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def test_the_hectares_table_gives_each_class_over_the_tiles_and_inside_the_area(
+    browser, aoi_job: Path
+) -> None:
+    with (aoi_job / "classes.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    for served in serve(aoi_job):
+        page = Page(browser, served)
+        try:
+            shown = page.page.eval_on_selector_all(
+                "#hectares tr", "rows => rows.map(r => [...r.children].map(c => c.textContent))"
+            )
+        finally:
+            page.close()
+    assert shown[0] == ["class", "ha", "%", "in area, ha"]
+    assert [line[0] for line in shown[1:]] == [*(row["class"] for row in rows), "all"]
+    for line, row in zip(shown[1:], rows, strict=False):
+        # hectares from the pixel counts (1 m pixels), the share in %, the area's hectares
+        assert float(line[1]) == pytest.approx(int(row["pixels"]) / 1e4, abs=0.005)
+        assert line[2] == f"{100 * float(row['fraction']):.1f}"
+        assert float(line[3]) == pytest.approx(float(row["aoi_hectares"]), abs=0.005)
+    inside = sum(float(row["aoi_hectares"]) for row in rows)
+    assert inside == pytest.approx(70 * 70 / 1e4)  # the 70 m square, every pixel mapped
+    assert float(shown[-1][3]) == pytest.approx(inside, abs=0.005)
+    assert float(shown[-1][2]) == pytest.approx(100, abs=0.1)

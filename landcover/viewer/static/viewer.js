@@ -29,10 +29,48 @@
     }
   }
 
+  // The hectares of each class at a glance: over the whole tiles, their share, and inside the
+  // area of interest when the job has one (classes.csv's aoi_hectares), with the totals.
+  function hectares(table, classes) {
+    const node = document.getElementById("hectares");
+    const at = (name) => (table ? table.columns.indexOf(name) : -1);
+    const [name, ha, fraction, inside] = ["class", "hectares", "fraction", "aoi_hectares"].map(at);
+    if (name < 0 || ha < 0 || fraction < 0) {
+      node.replaceWith(el("p", { class: "hint", id: "hectares" }, "no classes.csv in the folder"));
+      return;
+    }
+    const head = el("tr");
+    for (const title of ["class", "ha", "%"].concat(inside < 0 ? [] : ["in area, ha"])) {
+      head.append(el("th", {}, title));
+    }
+    node.append(head);
+    const totals = [0, 0, 0];
+    for (const row of table.rows) {
+      const line = el("tr");
+      const colour = (classes.find((c) => c.name === row[name]) || {}).colour || "#808080";
+      const cell = el("td");
+      cell.append(swatch(colour), el("span", {}, row[name]));
+      const values = [Number(row[ha]), 100 * Number(row[fraction])];
+      if (inside >= 0) values.push(Number(row[inside]));
+      line.append(cell);
+      values.forEach((value, i) => {
+        line.append(el("td", {}, value.toFixed(i === 1 ? 1 : 2)));
+        totals[i] += value;
+      });
+      node.append(line);
+    }
+    const total = el("tr", { class: "total" });
+    total.append(el("td", {}, "all"));
+    totals.slice(0, inside < 0 ? 2 : 3).forEach((value, i) => {
+      total.append(el("td", {}, value.toFixed(i === 1 ? 1 : 2)));
+    });
+    node.append(total);
+  }
+
   function areas(table) {
     const node = document.getElementById("areas");
     if (!table) {
-      node.replaceWith(el("p", { class: "hint", id: "areas" }, "no classes.csv in the folder"));
+      node.parentElement.remove();  // the hectares say the file is missing
       return;
     }
     const head = el("tr");
@@ -84,6 +122,7 @@
     document.getElementById("subtitle").textContent =
       `${job.tiles} tile${job.tiles === 1 ? "" : "s"}` + (job.aoi ? ", area of interest in magenta" : "");
     legend(job.classes);
+    hectares(job.table, job.classes);
     areas(job.table);
 
     const map = L.map("map", { maxZoom: 22, attributionControl: false, fadeAnimation: false });
