@@ -103,6 +103,12 @@ class Page:
             "Object.values(landcoverView.layers).every(l => !landcoverView.map.hasLayer(l)"
             " || !l.isLoading())"
         )
+        # faded in: a layer's setOpacity within 200 ms of a tile's load fades that tile in
+        # from transparent (Leaflet's GridLayer._updateOpacity, even without fadeAnimation)
+        self.page.wait_for_function(
+            "[...document.querySelectorAll('img.leaflet-tile')]"
+            ".every(i => i.style.opacity === '' || Number(i.style.opacity) === 1)"
+        )
         # and painted: every tile image decoded, the old zoom's tiles pruned (Leaflet does so
         # on the next animation frame), two frames drawn
         self.page.evaluate(

@@ -213,6 +213,14 @@ def check_screenshot(page: Page, job: Path, tiny_data: Path) -> None:
             checked += 1
         assert checked >= 10
 
+    # the class map over the imagery: opaque, it hides it
+    page.page.locator("#opacity").fill("1")
+    page.settle()
+    shot = page.screenshot()
+    for (row, col), (x, y) in zip(pixels, points, strict=True):
+        if on_map(x, y):
+            assert tuple(shot[y, x]) == colours[int(classes[row, col])][:3], ("over", row, col)
+
 
 def test_a_click_reports_the_pixels_class_and_probabilities(page: Page, job: Path) -> None:
     class_map = job / "synth_001_naip_class.tif"

@@ -129,14 +129,16 @@
     state.map = map;
     const [west, south, east, north] = job.bounds;
     map.fitBounds([[south, west], [north, east]]);
+    // the imagery under the class map, both under the outline (Leaflet's overlays, 400)
     map.createPane("imagery").style.zIndex = 250;
+    map.createPane("classes").style.zIndex = 300;
     const imagery = {};
     for (const name of ["truecolor", "falsecolor"]) {
       imagery[name] = L.tileLayer(`/tiles/${name}/{z}/{x}/{y}.png`, { pane: "imagery", maxZoom: 22 });
     }
     const opacity = document.getElementById("opacity");
     const classes = L.tileLayer("/tiles/classes/{z}/{x}/{y}.png",
-      { maxZoom: 22, opacity: Number(opacity.value) });
+      { pane: "classes", maxZoom: 22, opacity: Number(opacity.value) });
     classes.once("load", () => { state.tilesMs = performance.now(); });
     classes.addTo(map);
     state.layers = { classes, ...imagery };
