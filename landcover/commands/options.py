@@ -116,6 +116,12 @@ def model_file(checkpoint: str | None, model: str | None, compiled: bool = False
     """
     if (checkpoint is None) == (model is None):
         raise typer.BadParameter("give --checkpoint or --model (one of them)", param_hint="--model")
+    if model is not None and model.lower().endswith(".pt2"):
+        raise typer.BadParameter(
+            f"{model}: an exported program is for your own torch code (torch.export.load may "
+            "unpickle it unsafely); give the model exported with --format onnx",
+            param_hint="--model",
+        )
     if model is not None and not model.lower().endswith(".onnx"):
         raise typer.BadParameter(
             f"{model}: not an .onnx file (landcover export)", param_hint="--model"

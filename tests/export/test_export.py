@@ -265,6 +265,10 @@ def test_model_option_errors_are_one_line(
     )
     assert_one_line_error(missing, "model.json is not beside it")
     assert not (tmp_path / "o").exists()
+    program = tmp_path / "model.pt2"  # refused before it is opened: it need not exist
+    pt2 = run_cli("predict", str(region), "--model", str(program), "--out", str(tmp_path / "o"))
+    assert_one_line_error(pt2, "exported program", "--format onnx")
+    assert not (tmp_path / "o").exists()
 
 
 def docs_snippet() -> str:
