@@ -36,7 +36,9 @@
     const at = (name) => (table ? table.columns.indexOf(name) : -1);
     const [name, ha, fraction, inside] = ["class", "hectares", "fraction", "aoi_hectares"].map(at);
     if (name < 0 || ha < 0 || fraction < 0) {
-      node.replaceWith(el("p", { class: "hint", id: "hectares" }, "no classes.csv in the folder"));
+      const why = table ? "classes.csv has no class, hectares and fraction columns"
+        : "no classes.csv in the folder";
+      node.replaceWith(el("p", { class: "hint", id: "hectares" }, why));
       return;
     }
     const head = el("tr");
