@@ -121,6 +121,11 @@ def lonlat_of(path: Path, pixels: list[tuple[int, int]]) -> tuple[list[float], l
 
 
 def test_the_page_loads_everything_from_loopback_alone(page: Page, viewer: Viewer) -> None:
+    # the imagery is readable: the page opens with the true colour under the class map
+    assert page.page.input_value("#imagery") == "truecolor"
+    assert page.page.evaluate("landcoverView.map.hasLayer(landcoverView.layers.truecolor)")
+    page.settle()
+    assert any(urlparse(u).path.startswith("/tiles/truecolor/") for u in page.requests)
     page.page.select_option("#imagery", "falsecolor")
     page.settle()
     page.page.select_option("#imagery", "truecolor")
@@ -334,3 +339,27 @@ def test_the_hectares_table_gives_each_class_over_the_tiles_and_inside_the_area(
     assert inside == pytest.approx(70 * 70 / 1e4)  # the 70 m square, every pixel mapped
     assert float(shown[-1][3]) == pytest.approx(inside, abs=0.005)
     assert float(shown[-1][2]) == pytest.approx(100, abs=0.1)
+
+
+def test_without_readable_imagery_the_page_opens_on_the_class_map_alone(
+    browser, job: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    folder = tmp_path_factory.mktemp("job-without-imagery")  # beside the job: the same links
+    shutil.copytree(job, folder, dirs_exist_ok=True)
+    items = json.loads((folder / "stac_items.json").read_text())
+    for item in items["features"]:  # no link to the input images
+        item["links"] = [link for link in item["links"] if link["rel"] != "derived_from"]
+    (folder / "stac_items.json").write_text(json.dumps(items))
+    for served in serve(folder):
+        page = Page(browser, served)
+        try:
+            assert page.page.is_disabled("#imagery")
+            assert page.page.input_value("#imagery") == ""
+            layers = (
+                "Object.values(landcoverView.layers).filter(l => landcoverView.map.hasLayer(l))"
+            )
+            assert page.page.evaluate(f"{layers}.length") == 1  # the class map alone
+            page.settle()
+            assert not any("/tiles/truecolor/" in u for u in page.requests)
+        finally:
+            page.close()

@@ -149,6 +149,9 @@
     if (!job.imagery) {
       select.disabled = true;
       select.title = "the job's input images cannot be read from here";
+    } else {
+      select.value = "truecolor";  // the map over the imagery, as one looks at a map
+      imagery.truecolor.addTo(map);
     }
     select.addEventListener("change", () => {
       for (const [name, layer] of Object.entries(imagery)) {
