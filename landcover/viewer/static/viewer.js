@@ -47,6 +47,7 @@
     }
     node.append(head);
     const totals = [0, 0, 0];
+    const number = (value, i) => el("td", {}, value.toFixed(i === 1 ? 1 : 2));  // % to 0.1
     for (const row of table.rows) {
       const line = el("tr");
       const colour = (classes.find((c) => c.name === row[name]) || {}).colour || "#808080";
@@ -56,16 +57,14 @@
       if (inside >= 0) values.push(Number(row[inside]));
       line.append(cell);
       values.forEach((value, i) => {
-        line.append(el("td", {}, value.toFixed(i === 1 ? 1 : 2)));
+        line.append(number(value, i));
         totals[i] += value;
       });
       node.append(line);
     }
     const total = el("tr", { class: "total" });
     total.append(el("td", {}, "all"));
-    totals.slice(0, inside < 0 ? 2 : 3).forEach((value, i) => {
-      total.append(el("td", {}, value.toFixed(i === 1 ? 1 : 2)));
-    });
+    totals.slice(0, inside < 0 ? 2 : 3).forEach((value, i) => total.append(number(value, i)));
     node.append(total);
   }
 
