@@ -17,16 +17,15 @@ torch starts at its import does not block SIGINT, and the kernel may hand the si
 instead: Python then runs the same handler in the main thread at once.
 
 That handler, for SIGINT and SIGTERM, is this module's, in place of torch elastic's (told by
-``LaunchConfig.signals_to_handle``, :data:`ELASTIC_SIGNALS`, to handle only the others; a
-value only in ``TORCHELASTIC_SIGNALS_TO_HANDLE`` was overwritten by ``elastic_launch``, and
-torch elastic's handler raised inside the start as before: CI, 2026-11-28, again). It raises
-what torch elastic's raises, a ``SignalException`` (the agent stops the workers), except while
-the main thread is inside torch's ``start_processes`` (a few milliseconds a worker): raised there, between
-one worker's start and the next, the workers already started were nobody's to stop (torch
-elastic keeps their handle only once all have started) and the launcher exited under them, each
-printing a traceback (``EOFError`` reading its start-up data, ``FileNotFoundError`` for a
-semaphore the launcher had removed; CI, 2026-11-28). Held there, it is raised once the start
-returns.
+``LaunchConfig.signals_to_handle``, :data:`ELASTIC_SIGNALS`, to handle only the others; a value
+only in ``TORCHELASTIC_SIGNALS_TO_HANDLE`` was overwritten by ``elastic_launch``, and torch
+elastic's handler raised inside the start as before: CI, 2026-11-28, again). It raises what torch
+elastic's raises, a ``SignalException`` (the agent stops the workers), except while the main thread
+is inside torch's ``start_processes`` (a few milliseconds a worker): raised there, between one
+worker's start and the next, the workers already started were nobody's to stop (torch elastic keeps
+their handle only once all have started) and the launcher exited under them, each printing a
+traceback (``EOFError`` reading its start-up data, ``FileNotFoundError`` for a semaphore the
+launcher had removed; CI, 2026-11-28). Held there, it is raised once the start returns.
 
 torch elastic installs its handlers (of SIGHUP and SIGQUIT now) when it starts the workers and
 leaves them installed: a signal after the job (while the launcher writes a predict
