@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -207,14 +207,8 @@ def trainer_step(
     trainer.replica.module.train()
     trainer.data.prepare.start_epoch(0, 0)
     loss_sum = torch.zeros((), device=device)
-    state: dict[str, Any] = {"epoch": 0, "step": 0, "batches": None}
-
-    def batches() -> Iterator[tuple]:
-        while True:  # epoch after epoch, as long as the bench asks
-            yield from trainer.epoch_batches(state["epoch"])
-            state["epoch"] += 1
-
-    source = batches()
+    state: dict[str, int] = {"step": 0}
+    source = trainer.feed(0, epochs=1000)  # as long as the bench asks, as a run's feed
     steps = trainer.geometry.steps_per_epoch
 
     def step() -> None:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import queue
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from contextlib import suppress
 from typing import Any
 
@@ -56,7 +56,7 @@ class Prefetcher:
         except BaseException as exc:  # handed to the consumer
             self._put(exc)
 
-    def __iter__(self) -> Iterator[Any]:
+    def __iter__(self) -> Generator[Any, None, None]:
         try:
             while True:
                 item = self._queue.get()

@@ -15,7 +15,7 @@ import itertools
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from datetime import datetime, timezone
 
 import torch
@@ -74,14 +74,13 @@ class Trainer(WorkerSetup):
             pixel_size_m=self.data.pixel_size_m,
         )
 
-    def _train_epoch(self, epoch: int) -> tuple[float, float]:
+    def _train_epoch(self, epoch: int, batches: Iterator[tuple]) -> tuple[float, float]:
         cfg = self.config
         self.data.prepare.start_epoch(self.env.rank, epoch)
         self.replica.module.train()
         self.callbacks.on_epoch_start(epoch + 1, self.geometry.steps_per_epoch)
         loss_sum = torch.zeros((), device=self.device)
         lr = 0.0
-        batches = self.epoch_batches(epoch)
         profiler = (  # run.profile_steps: steps of the first epoch this run trains
             epoch_profiler(
                 self.folder.path("profile"),
@@ -108,14 +107,26 @@ class Trainer(WorkerSetup):
         self.engine.all_reduce_sum(total)
         return float(total) / (self.geometry.steps_per_epoch * self.env.world_size), lr
 
-    def epoch_batches(self, epoch: int) -> Iterator[tuple]:
-        """The worker's sampled batches of epoch ``epoch`` (0-based), as the step takes them."""
+    def feed(self, epoch: int, epochs: int = 1) -> Generator[tuple, None, None]:
+        """The worker's sampled batches of ``epochs`` epochs from ``epoch`` (0-based) on.
+
+        One feed serves a whole run (:meth:`run`): its processes draw the next epoch's first
+        batches while an epoch ends. Batch ``k`` of an epoch is the same batch however many
+        epochs the feed spans.
+
+        Args:
+            epoch: The first epoch.
+            epochs: Epochs the feed spans.
+
+        Returns:
+            The batches in order, as the step takes them; close it to stop the feed.
+        """
         cfg, sampler = self.config, self.data.sampler
         on_device = self.data.prepare.d4_table is not None
         draw = sampler.batch_for_device if on_device else sampler.batch_with_tiles
         count = self.geometry.steps_per_epoch * cfg.optim.accumulate
         batches = EpochBatches(
-            draw, cfg.optim.batch_size, count, cfg.run.seed, self.env.rank, epoch
+            draw, cfg.optim.batch_size, count, cfg.run.seed, self.env.rank, epoch, epochs
         )
         return epoch_loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
 
@@ -191,22 +202,24 @@ class Trainer(WorkerSetup):
         )
         self.callbacks.on_train_start(cfg)
         record, completed = None, False
+        batches = self.feed(self.start_epoch, cfg.optim.epochs - self.start_epoch)
         try:
             for epoch in range(self.start_epoch, cfg.optim.epochs):
-                record = self._run_epoch(epoch)
+                record = self._run_epoch(epoch, batches)
             average = self.ema.module if self.ema is not None else None
             verify_replicas(self.model, average, self.engine)
             completed = True
         finally:
+            batches.close()
             self.callbacks.on_train_end(completed)
         self.folder.publish(f"logs/rank{self.env.rank}.log")
         return record
 
-    def _run_epoch(self, epoch: int) -> EpochRecord:
+    def _run_epoch(self, epoch: int, batches: Iterator[tuple]) -> EpochRecord:
         """Trains, validates (when due) and checkpoints one epoch, and tells the callbacks."""
         cfg = self.config
         t0 = time.perf_counter()
-        train_loss, lr = self._train_epoch(epoch)
+        train_loss, lr = self._train_epoch(epoch, batches)
         train_s = time.perf_counter() - t0
         done = epoch + 1
         average = self.ema.module if self.ema is not None else None

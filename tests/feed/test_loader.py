@@ -63,6 +63,22 @@ def test_thread_and_processes_give_the_same_batches_in_order(on_device: bool, wo
     assert not torch.equal(other[0][0], got[0][0])
 
 
+@pytest.mark.parametrize("workers", [0, 2])
+def test_a_feed_of_several_epochs_gives_each_epochs_batches_in_turn(workers: int) -> None:
+    # a run's feed spans its epochs: epoch 2's batches, then epoch 3's, then epoch 4's, each
+    # batch drawn from its own (seed, rank, epoch, k) as a one-epoch feed draws it
+    sampler = _sampler()
+    spanning = EpochBatches(sampler.batch_with_tiles, BATCH, COUNT, 5, 0, 2, epochs=3)
+    got = list(epoch_loader(spanning, workers, False))
+    want = [b for e in (2, 3, 4) for b in _drawn_directly(sampler, False, 5, e)]
+    assert len(got) == len(want) == 3 * COUNT
+    for k, (batch, expected) in enumerate(zip(got, want, strict=True)):
+        for a, b in zip(batch, expected, strict=True):
+            assert torch.equal(a, b), k
+    with pytest.raises(IndexError):
+        spanning[3 * COUNT]
+
+
 def _pid_batch(size: int, rng: np.random.Generator) -> tuple[torch.Tensor, ...]:
     return (torch.tensor([os.getpid()]), torch.tensor(rng.integers(0, 1000, size)))
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import multiprocessing
 from pathlib import Path
 
 import pytest
@@ -96,6 +97,50 @@ def test_a_custom_callback_receives_each_typed_epoch_record(
     saved = torch.load(run / "checkpoints" / "last.pt", weights_only=True)
     assert saved["metrics"] == lines[-1]
     assert saved["config"]["data"]["mean"] == trainer.config.data.mean
+
+
+class FeedWatcher(Callback):
+    """Notes, at each step, the child processes alive (the feed's)."""
+
+    def __init__(self) -> None:
+        self.children: list[tuple[int, frozenset[int]]] = []
+        self.epoch = 0
+
+    def on_epoch_start(self, epoch: int, steps: int) -> None:
+        self.epoch = epoch
+
+    def on_step(self, step: int, loss: torch.Tensor, samples: int) -> None:
+        pids = frozenset(p.pid for p in multiprocessing.active_children() if p.pid is not None)
+        self.children.append((self.epoch, pids))
+
+
+def test_one_feed_serves_the_whole_run(tiny_data: Path, tiny_config: Path, tmp_path: Path) -> None:
+    # the feed's processes are forked once and draw every epoch's batches (a feed started
+    # every epoch waited for its first batch at every start)
+    overrides = {
+        "data.root": str(tiny_data),
+        "run.out": str(tmp_path / "run"),
+        "run.workers": 1,
+        "optim.epochs": 3,
+        "data.loader_workers": 2,
+    }
+    config = load_config(tiny_config, overrides)
+    env, device = DistEnv(), torch.device("cpu")
+    engine = engine_for(config.run)
+    engine.join(env, config.run, device)
+    before = {p.pid for p in multiprocessing.active_children()}
+    watcher = FeedWatcher()
+    try:
+        Trainer(config, env, engine, device, callbacks=[watcher]).run()
+    finally:
+        engine.leave()
+    assert {epoch for epoch, _ in watcher.children} == {1, 2, 3}
+    feeds = {pids - before for _, pids in watcher.children}
+    assert len(feeds) == 1, feeds  # the same processes at every step of every epoch
+    (feed,) = feeds
+    assert len(feed) == 2
+    # and they are gone once the run is over
+    assert not feed & {p.pid for p in multiprocessing.active_children()}
 
 
 def test_the_callback_list_ends_every_callback() -> None:
