@@ -27,6 +27,14 @@ first and the last tile left out, as :func:`ceiling_bench.sustained_once`):
   allows the device to be busy throughout (factor >= 1);
 - ``busy / allowed``: the model's share of what the host floor allows.
 
+One more run of the host floor has py-spy attached over its steady state (``record --gil
+--nonblocking``: samples of the thread holding the GIL, the process not paused): the share of
+the wall one predict process holds the GIL, as milliseconds a megapixel. Everything else the
+pipeline does (GDAL's decoding and compressing, torch's kernels, numpy) releases the GIL, so
+its inverse bounds what one process maps on a host of any number of cores: the figure that
+says whether one predict process a GPU can reach issue 43's 60 Mpx/s on a 16-core host, which
+2 cores cannot show (goal: at least 60).
+
 Every measurement runs in its own process pinned to the cores it is given (``sched_setaffinity``;
 torch's threads set to match), with the process settings of the ``landcover`` command.
 
@@ -38,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,6 +74,10 @@ FACTORS = (0.5, 1.25, 2.0)
 TILES = 6
 """Tiles mapped back to back (after one untimed tile)."""
 BUSY_GOAL = 0.8
+SPY_RATE = 100
+"""py-spy's samples a second."""
+GIL_GOAL = 60.0
+"""Mpx/s one predict process must be able to map on one GPU, class only (issue 43)."""
 
 
 class Spans:
@@ -148,6 +161,8 @@ def region_once(tile: Path, checkpoint: Path, out: Path, seconds_per_px: float) 
         result = sustained_once(tile, checkpoint, out, True, TILES, model, decode_ahead=True)
     start, stop = result["steady_from"], result["steady_to"]
     return {
+        "steady_from": start,  # time.perf_counter: CLOCK_MONOTONIC, the parent's clock too
+        "steady_to": stop,
         "steady_seconds": result["steady_seconds"],
         "busy": model.sleeps.between(start, stop) / (stop - start),
         "thread_busy": device.between(start, stop) / (stop - start),
@@ -173,15 +188,74 @@ def _child(args: argparse.Namespace) -> None:
     print(json.dumps(row))
 
 
-def _measure(tile: Path, checkpoint: Path, threads: int, seconds_per_px: float) -> dict[str, Any]:
+def _command(tile: Path, checkpoint: Path, threads: int, seconds_per_px: float) -> list[str]:
     command = [sys.executable, __file__, "--child", "--threads", str(threads)]
     command += ["--tile", str(tile), "--checkpoint", str(checkpoint)]
-    command += ["--seconds-per-px", repr(seconds_per_px)]
+    return [*command, "--seconds-per-px", repr(seconds_per_px)]
+
+
+def _measure(tile: Path, checkpoint: Path, threads: int, seconds_per_px: float) -> dict[str, Any]:
+    command = _command(tile, checkpoint, threads, seconds_per_px)
     env = {**os.environ, OMP_ENV: OMP_POLICY}
+    launched = time.perf_counter()
     result = subprocess.run(command, capture_output=True, text=True, cwd=REPO, env=env, check=False)
     if result.returncode != 0:
         raise SystemExit(f"latency run failed:\n{result.stderr[-3000:]}")
-    return json.loads(result.stdout.strip().splitlines()[-1])
+    return {**json.loads(result.stdout.strip().splitlines()[-1]), "launched": launched}
+
+
+def gil_share(
+    tile: Path, checkpoint: Path, threads: int, floor: dict[str, Any], folder: Path
+) -> dict[str, Any]:
+    """The share of the wall one predict process holds the GIL, in the host floor's steady state.
+
+    The floor's run is repeated with py-spy attached (``record --gil --nonblocking``: it samples
+    only the thread holding the GIL and does not pause the process) over the seconds the floor's
+    steady state took after its launch. The GIL-held seconds a megapixel bound what one process
+    can map however many cores it has: the rest (decoding, blending, compressing) runs in
+    libraries that release the GIL.
+
+    Args:
+        tile: The tile.
+        checkpoint: The stand-in's checkpoint.
+        threads: Cores.
+        floor: The host floor's result (its launch and steady state).
+        folder: Where py-spy writes its samples.
+
+    Returns:
+        ``gil_share``, ``gil_ms_per_mpx`` and ``gil_ceiling_mpx_s``, or ``gil_error`` where
+        py-spy is missing or cannot attach (it needs ptrace).
+    """
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    if not Path(spy).exists():
+        return {"gil_error": "py-spy not installed (pip install -e '.[bench]')"}
+    start = floor["steady_from"] - floor["launched"]
+    seconds = max(1, int(floor["steady_to"] - floor["steady_from"]))
+    samples = folder / "gil.txt"
+    env = {**os.environ, OMP_ENV: OMP_POLICY}
+    with subprocess.Popen(
+        _command(tile, checkpoint, threads, 0.0), cwd=REPO, env=env, stdout=subprocess.DEVNULL
+    ) as child:
+        time.sleep(start)
+        record = [spy, "record", "--pid", str(child.pid), "--gil", "--nonblocking", "-f", "raw"]
+        spy_run = subprocess.run(
+            [*record, "-r", str(SPY_RATE), "-d", str(seconds), "-o", str(samples)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        child.wait()
+    if spy_run.returncode != 0 or not samples.exists():
+        return {"gil_error": f"py-spy could not sample: {spy_run.stderr.strip()[-200:]}"}
+    held = sum(int(line.rsplit(" ", 1)[1]) for line in samples.read_text().splitlines() if line)
+    share = held / (SPY_RATE * seconds)
+    mpx_s = floor["pixels"] / 1e6 / floor["steady_seconds"]
+    ms_per_mpx = 1000 * share / mpx_s
+    return {
+        "gil_share": round(share, 4),
+        "gil_ms_per_mpx": round(ms_per_mpx, 2),
+        "gil_ceiling_mpx_s": round(1000 / ms_per_mpx, 1) if ms_per_mpx > 0 else None,
+    }
 
 
 def run(quick: bool, out: Path, cache: Path | None = None) -> list[Goal]:
@@ -207,14 +281,16 @@ def run(quick: bool, out: Path, cache: Path | None = None) -> list[Goal]:
         host_s = floor["steady_seconds"]
         pixels = floor["pixels"]
         rows.append(_row("host floor (free stand-in)", threads, 0.0, floor, None))
+        gil = gil_share(tile, checkpoint, threads, floor, folder)
         for factor in FACTORS:
             # the device's time per input pixel: factor x the host's seconds per tile, over
             # the pixels the windows cover (overlapping windows cover some twice)
             seconds_per_px = factor * host_s / (pixels * _coverage(height, width))
             result = _measure(tile, checkpoint, threads, seconds_per_px)
             rows.append(_row(f"device {factor:g} x host", threads, factor, result, host_s))
-    held = [] if quick else _goals(rows)
-    extra = {"tile": f"{width} x {height}", "tiles": TILES, "factors": list(FACTORS)}
+    held = [] if quick else _goals(rows) + _gil_goal(gil, threads)
+    extra = {"tile": f"{width} x {height}", "tiles": TILES, "factors": list(FACTORS), **gil}
+    print(f"GIL held by one predict process in the host floor's steady state: {gil}")
     write_results("latency", rows, extra, out, held)
     return held
 
@@ -280,6 +356,27 @@ def _goals(rows: list[dict[str, Any]]) -> list[Goal]:
                 )
             )
     return found
+
+
+def _gil_goal(gil: dict[str, Any], threads: int) -> list[Goal]:
+    if "gil_error" in gil:
+        return [
+            Goal(
+                "latency", "one predict process's GIL ceiling", None, "n/a", None, gil["gil_error"]
+            )
+        ]
+    ceiling = gil["gil_ceiling_mpx_s"]
+    return [
+        Goal(
+            "latency",
+            "one predict process's GIL-bound ceiling, Mpx/s (the GIL-held ms a Mpx, inverted)",
+            ceiling,
+            f">= {GIL_GOAL:g}",
+            ceiling is not None and ceiling >= GIL_GOAL,
+            f"GIL held {gil['gil_share']:.1%} of the host floor's steady state on {threads} "
+            f"cores ({gil['gil_ms_per_mpx']} ms a Mpx): the cores, not the GIL, bound one process",
+        )
+    ]
 
 
 def main() -> None:
