@@ -13,8 +13,9 @@ as new shared memory each batch.
 One loader serves the whole run (:class:`EpochBatches` spans the epochs left): the processes
 are forked and their buffers mapped once, and while an epoch ends (the loss read back,
 validation, the checkpoint) they already draw the next epoch's first batches. A loader started
-every epoch waited for its first batch at every start: at batch 64 on 2 CPU cores 150-200 ms
-an epoch (fork, then a draw), 7 % of a 64-step epoch at an H200's 33 ms a step.
+every epoch waited for its first batch at every start: at batch 64 on 2 CPU cores 168 ms an
+epoch (fork, then a draw), 8 % of a 64-step epoch at an H200's 33 ms a step
+(``benchmarks/epochstart_bench.py``).
 """
 
 from __future__ import annotations
