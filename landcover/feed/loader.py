@@ -168,8 +168,16 @@ def epoch_loader(
         if shortfall not in _warned:
             _warned.add(shortfall)
             log.warning("drawing the batches in a thread: %s", shortfall)
+    return _from_thread(batches, pin_memory, depth)
+
+
+def _from_thread(
+    batches: EpochBatches, pin_memory: bool, depth: int
+) -> Generator[Batch, None, None]:
+    # the thread starts at the first batch asked for: a feed closed before it (an error as the
+    # run starts) has no thread to stop
     order = iter(range(len(batches)))
-    return iter(Prefetcher(lambda: batches[next(order)], len(batches), depth, pin_memory))
+    yield from Prefetcher(lambda: batches[next(order)], len(batches), depth, pin_memory)
 
 
 def _from_processes(

@@ -202,16 +202,20 @@ class Trainer(WorkerSetup):
         )
         self.callbacks.on_train_start(cfg)
         record, completed = None, False
-        batches = self.feed(self.start_epoch, cfg.optim.epochs - self.start_epoch)
+        batches = None
         try:
+            batches = self.feed(self.start_epoch, cfg.optim.epochs - self.start_epoch)
             for epoch in range(self.start_epoch, cfg.optim.epochs):
                 record = self._run_epoch(epoch, batches)
             average = self.ema.module if self.ema is not None else None
             verify_replicas(self.model, average, self.engine)
             completed = True
         finally:
-            batches.close()
-            self.callbacks.on_train_end(completed)
+            try:
+                if batches is not None:
+                    batches.close()
+            finally:
+                self.callbacks.on_train_end(completed)
         self.folder.publish(f"logs/rank{self.env.rank}.log")
         return record
 

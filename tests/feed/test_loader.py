@@ -116,6 +116,23 @@ def test_leaving_early_stops_the_worker_processes() -> None:
     assert not any(p.is_alive() for p in started)
 
 
+def test_a_thread_feed_closed_before_its_first_batch_leaves_no_thread() -> None:
+    # a run that fails as it starts closes its feed before taking a batch
+    def feed_threads() -> int:
+        return sum(t.name == "landcover-prefetch" for t in threading.enumerate())
+
+    before = feed_threads()
+    batches = epoch_loader(EpochBatches(_pid_batch, 2, 10_000, 0, 0, 0), 0, False)
+    batches.close()
+    assert feed_threads() == before
+    # and one closed after its first batch stops its thread
+    batches = epoch_loader(EpochBatches(_pid_batch, 2, 10_000, 0, 0, 0), 0, False)
+    next(batches)
+    assert feed_threads() == before + 1
+    batches.close()
+    assert feed_threads() == before
+
+
 def test_an_epoch_has_exactly_its_batches() -> None:
     batches = EpochBatches(_pid_batch, 2, 3, 0, 0, 0)
     with pytest.raises(IndexError):

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import multiprocessing
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 import torch
@@ -141,6 +142,31 @@ def test_one_feed_serves_the_whole_run(tiny_data: Path, tiny_config: Path, tmp_p
     assert len(feed) == 2
     # and they are gone once the run is over
     assert not feed & {p.pid for p in multiprocessing.active_children()}
+
+
+class FeedlessTrainer(Trainer):
+    """A trainer whose feed cannot start (as when the shared memory runs out)."""
+
+    def feed(self, epoch: int, epochs: int = 1) -> NoReturn:
+        raise OSError(28, "No space left on device", "/dev/shm/torch_1")
+
+
+def test_a_feed_that_cannot_start_still_ends_the_callbacks(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    overrides = {"data.root": str(tiny_data), "run.out": str(tmp_path / "run"), "run.workers": 1}
+    config = load_config(tiny_config, overrides)
+    env, device = DistEnv(), torch.device("cpu")
+    engine = engine_for(config.run)
+    engine.join(env, config.run, device)
+    recorder = Recorder()
+    try:
+        trainer = FeedlessTrainer(config, env, engine, device, callbacks=[recorder])
+        with pytest.raises(OSError, match="No space left"):
+            trainer.run()
+    finally:
+        engine.leave()
+    assert recorder.calls == [("train_start",), ("train_end", False)]
 
 
 def test_the_callback_list_ends_every_callback() -> None:
