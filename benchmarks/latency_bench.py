@@ -46,6 +46,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -210,8 +211,10 @@ def gil_share(
     """The share of the wall one predict process holds the GIL, in the host floor's steady state.
 
     The floor's run is repeated with py-spy attached (``record --gil --nonblocking``: it samples
-    only the thread holding the GIL and does not pause the process) over the seconds the floor's
-    steady state took after its launch. The GIL-held seconds a megapixel bound what one process
+    only the thread holding the GIL and does not pause the process) over the floor's steady
+    state less a tile (half a tile in from either end); the window is checked to lie inside the
+    spied run's own steady state, whose megapixels a second the share is set against, and
+    py-spy's failed samples are not counted. The GIL-held seconds a megapixel bound what one process
     can map however many cores it has: the rest (decoding, blending, compressing) runs in
     libraries that release the GIL.
 
@@ -229,32 +232,45 @@ def gil_share(
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     if not Path(spy).exists():
         return {"gil_error": "py-spy not installed (pip install -e '.[bench]')"}
-    start = floor["steady_from"] - floor["launched"]
-    seconds = max(1, int(floor["steady_to"] - floor["steady_from"]))
+    # inside the floor's steady state, half a tile in from either end: the spied run is
+    # another run and py-spy takes a moment to attach
+    tile_s = floor["steady_seconds"]
+    start = floor["steady_from"] - floor["launched"] + tile_s / 2
+    seconds = int(floor["steady_to"] - floor["steady_from"] - tile_s)
+    if seconds < 2:
+        return {"gil_error": f"the steady state ({tile_s:.1f} s a tile) is too short to sample"}
     samples = folder / "gil.txt"
     env = {**os.environ, OMP_ENV: OMP_POLICY}
-    with subprocess.Popen(
-        _command(tile, checkpoint, threads, 0.0), cwd=REPO, env=env, stdout=subprocess.DEVNULL
-    ) as child:
+    command = _command(tile, checkpoint, threads, 0.0)
+    with subprocess.Popen(command, cwd=REPO, env=env, stdout=subprocess.PIPE, text=True) as child:
         time.sleep(start)
         record = [spy, "record", "--pid", str(child.pid), "--gil", "--nonblocking", "-f", "raw"]
+        sampled_from = time.perf_counter()
         spy_run = subprocess.run(
             [*record, "-r", str(SPY_RATE), "-d", str(seconds), "-o", str(samples)],
             capture_output=True,
             text=True,
             check=False,
         )
-        child.wait()
+        sampled_to = time.perf_counter()
+        out, _ = child.communicate()
+    said = spy_run.stdout + spy_run.stderr
     if spy_run.returncode != 0 or not samples.exists():
-        return {"gil_error": f"py-spy could not sample: {spy_run.stderr.strip()[-200:]}"}
+        return {"gil_error": f"py-spy could not sample: {said.strip()[-200:]}"}
+    spied = json.loads(out.strip().splitlines()[-1])  # the spied run's own steady state
+    if not spied["steady_from"] <= sampled_from < sampled_to <= spied["steady_to"]:
+        return {"gil_error": "py-spy's window fell outside the spied run's steady state"}
+    errors = re.search(r"Errors: (\d+)", said)
+    ticks = SPY_RATE * seconds - (int(errors.group(1)) if errors else 0)
     held = sum(int(line.rsplit(" ", 1)[1]) for line in samples.read_text().splitlines() if line)
-    share = held / (SPY_RATE * seconds)
-    mpx_s = floor["pixels"] / 1e6 / floor["steady_seconds"]
+    share = held / ticks
+    mpx_s = spied["pixels"] / 1e6 / spied["steady_seconds"]
     ms_per_mpx = 1000 * share / mpx_s
     return {
         "gil_share": round(share, 4),
         "gil_ms_per_mpx": round(ms_per_mpx, 2),
         "gil_ceiling_mpx_s": round(1000 / ms_per_mpx, 1) if ms_per_mpx > 0 else None,
+        "gil_spied_mpx_s": round(mpx_s, 2),
     }
 
 
