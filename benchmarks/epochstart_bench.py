@@ -40,8 +40,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, write_results
-
-GPU_CONFIG = Path(__file__).resolve().parents[1] / "configs" / "default.yaml"
+from step_bench import GPU_CONFIG, bench_trainer
 
 H200_STEP_S = {16: 0.0114, 64: 0.0334}
 """The trainer's graph step on one H200 (``results/gpu/h200-2026-11-28``, ``run2-step``)."""
@@ -56,24 +55,6 @@ class Case:
     step_s: float
     between_s: float
     epochs: int
-
-
-def _trainer(batch: int, steps: int, workers: int, work: Path) -> Any:
-    from landcover.config import load_config
-    from landcover.parallel.engines import engine_for
-    from landcover.parallel.env import DistEnv
-    from landcover.training.trainer import Trainer
-
-    overrides = {
-        "optim.batch_size": batch,
-        "optim.samples_per_epoch": batch * steps,
-        "data.val_fraction": 0,
-        "data.loader_workers": workers,
-        "run.out": str(work / "run"),
-        "run.device": "cpu",
-    }
-    config = load_config(GPU_CONFIG, overrides)
-    return Trainer(config, DistEnv(), engine_for(config.run), torch.device("cpu"))
 
 
 AHEAD_STEPS = 2
@@ -147,7 +128,8 @@ def measure(case: Case, workers: int, rounds: int) -> list[dict[str, Any]]:
         counted) against the stand-in step's, and the median wait for an epoch's first batch.
     """
     with tempfile.TemporaryDirectory() as tmp:
-        trainer = _trainer(case.batch, case.steps, workers, Path(tmp))
+        sets = {"optim.samples_per_epoch": case.batch * case.steps, "data.loader_workers": workers}
+        trainer = bench_trainer(GPU_CONFIG, case.batch, torch.device("cpu"), Path(tmp), sets)
         h200_s, feed_s = case.step_s, feed_seconds(trainer, 24)
         case = replace(case, step_s=max(h200_s, 1.25 * feed_s))
         timed: dict[str, tuple[list[float], list[float]]] = {"per epoch": ([], []), "run": ([], [])}

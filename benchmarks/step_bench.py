@@ -174,6 +174,37 @@ def plain_loop(config_file: Path, batch: int, device: torch.device) -> Callable[
     return step
 
 
+def bench_trainer(
+    config_file: Path, batch: int, device: torch.device, work: Path, sets: dict[str, Any]
+) -> Any:
+    """A :class:`~landcover.training.trainer.Trainer` on the built-in sample, in this process.
+
+    Args:
+        config_file: The config.
+        batch: Samples a step (``optim.batch_size``).
+        device: The device.
+        work: Scratch folder (the run folder).
+        sets: Further ``section.key`` overrides.
+
+    Returns:
+        The trainer, ready to train (no validation tiles).
+    """
+    from landcover.config import load_config
+    from landcover.parallel.engines import engine_for
+    from landcover.parallel.env import DistEnv
+    from landcover.training.trainer import Trainer
+
+    overrides = {
+        "optim.batch_size": batch,
+        "data.val_fraction": 0,
+        "run.out": str(work / "run"),
+        "run.device": device.type,
+        **sets,
+    }
+    config = load_config(config_file, overrides)
+    return Trainer(config, DistEnv(), engine_for(config.run), device)
+
+
 def trainer_step(
     config_file: Path, batch: int, device: torch.device, work: Path, sets: dict[str, Any]
 ) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -189,21 +220,7 @@ def trainer_step(
     Returns:
         ``(step, close)``: one optimizer step, and what ends the feed.
     """
-    from landcover.config import load_config
-    from landcover.parallel.engines import engine_for
-    from landcover.parallel.env import DistEnv
-    from landcover.training.trainer import Trainer
-
-    overrides = {
-        "optim.batch_size": batch,
-        "data.val_fraction": 0,
-        "run.out": str(work / "run"),
-        "run.device": device.type,
-        **sets,
-    }
-    config = load_config(config_file, overrides)
-    engine = engine_for(config.run)
-    trainer = Trainer(config, DistEnv(), engine, device)
+    trainer = bench_trainer(config_file, batch, device, work, sets)
     trainer.replica.module.train()
     trainer.data.prepare.start_epoch(0, 0)
     loss_sum = torch.zeros((), device=device)

@@ -49,6 +49,20 @@ class Recorder(Callback):
         self.calls.append(("train_end", completed))
 
 
+def _train_in_process(
+    config: Config, callbacks: list[Callback], trainer_class: type[Trainer] = Trainer
+) -> tuple[Trainer, EpochRecord | None]:
+    """Trains ``config`` with one worker in this process; returns the trainer and its record."""
+    env, device = DistEnv(), torch.device("cpu")
+    engine = engine_for(config.run)
+    engine.join(env, config.run, device)
+    try:
+        trainer = trainer_class(config, env, engine, device, callbacks=callbacks)
+        return trainer, trainer.run()
+    finally:
+        engine.leave()
+
+
 def test_a_custom_callback_receives_each_typed_epoch_record(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
@@ -56,15 +70,8 @@ def test_a_custom_callback_receives_each_typed_epoch_record(
     overrides = {"data.root": str(tiny_data), "run.out": str(run), "run.workers": 1}
     config = load_config(tiny_config, overrides, ["optim.loss.class_weights=auto"])
     loaded = config.to_dict()
-    env, device = DistEnv(), torch.device("cpu")
-    engine = engine_for(config.run)
-    engine.join(env, config.run, device)
     recorder = Recorder()
-    try:
-        trainer = Trainer(config, env, engine, device, callbacks=[recorder])
-        last = trainer.run()
-    finally:
-        engine.leave()
+    trainer, last = _train_in_process(config, [recorder])
 
     # the loaded config is as loaded: the measured numbers are in their own record
     assert config.to_dict() == loaded and config.data.mean == "auto"
@@ -126,15 +133,9 @@ def test_one_feed_serves_the_whole_run(tiny_data: Path, tiny_config: Path, tmp_p
         "data.loader_workers": 2,
     }
     config = load_config(tiny_config, overrides)
-    env, device = DistEnv(), torch.device("cpu")
-    engine = engine_for(config.run)
-    engine.join(env, config.run, device)
     before = {p.pid for p in multiprocessing.active_children()}
     watcher = FeedWatcher()
-    try:
-        Trainer(config, env, engine, device, callbacks=[watcher]).run()
-    finally:
-        engine.leave()
+    _train_in_process(config, [watcher])
     assert {epoch for epoch, _ in watcher.children} == {1, 2, 3}
     feeds = {pids - before for _, pids in watcher.children}
     assert len(feeds) == 1, feeds  # the same processes at every step of every epoch
@@ -156,16 +157,9 @@ def test_a_feed_that_cannot_start_still_ends_the_callbacks(
 ) -> None:
     overrides = {"data.root": str(tiny_data), "run.out": str(tmp_path / "run"), "run.workers": 1}
     config = load_config(tiny_config, overrides)
-    env, device = DistEnv(), torch.device("cpu")
-    engine = engine_for(config.run)
-    engine.join(env, config.run, device)
     recorder = Recorder()
-    try:
-        trainer = FeedlessTrainer(config, env, engine, device, callbacks=[recorder])
-        with pytest.raises(OSError, match="No space left"):
-            trainer.run()
-    finally:
-        engine.leave()
+    with pytest.raises(OSError, match="No space left"):
+        _train_in_process(config, [recorder], FeedlessTrainer)
     assert recorder.calls == [("train_start",), ("train_end", False)]
 
 
