@@ -8,12 +8,15 @@ terms from one ``log_softmax`` and a handful of per-class sums: the cross-entrop
 pixels, ``n_c`` its pixel count), the Dice score of class ``c`` is
 ``I_c / max((P_c + n_c) / 2, eps)`` (``I_c`` the summed probability of ``c`` at its pixels,
 ``P_c`` over every labelled pixel), as smp's ``soft_dice_score``. No-data pixels
-(:data:`~landcover.classes.IGNORE_INDEX`) match no class, so they add to no sum.
+(:data:`~landcover.classes.IGNORE_INDEX`) match no class, so they add to no sum. The gradient
+is written out (:class:`_CeDice`) rather than left to autograd: fewer bytes moved, a
+memory-bound part of the step at a large batch.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 from torch import nn
@@ -71,21 +74,90 @@ class CeDiceLoss(nn.Module):
         Returns:
             The scalar loss.
         """
-        logp = torch.log_softmax(logits.float(), dim=1)
+        loss = _CeDice.apply(
+            logits,
+            target,
+            self.classes,
+            self.class_weights,
+            self.ce_numerator,
+            self.ce_weight,
+            self.dice_weight,
+        )
+        return loss  # type: ignore[no-any-return]
+
+
+class _CeDice(torch.autograd.Function):
+    """The loss's forward pass and its gradient, written out (:class:`CeDiceLoss`).
+
+    Autograd's own backward of the forward's products and sums moved about 145 bytes an element
+    of the logits, forward and backward (each operation's inputs read and outputs written
+    once); written out, about 114, in 46 operations instead of 50 (at batch 64 on a GPU, some
+    0.9 GB a step less: a memory-bound part of the step).
+    With ``p`` the softmax (0 at no-data pixels), ``o`` the one-hot labels and ``g`` the
+    incoming gradient, the gradient of the logits is ``e - p * sum_c e`` with
+    ``e = o * A + p * (o * alpha + beta)``: ``A`` the cross-entropy's weight of each class
+    over the labelled pixels' total, ``alpha = dL/dI``, ``beta = dL/dP`` of the Dice sums.
+    """
+
+    @staticmethod
+    def forward(  # type: ignore[override]
+        ctx: Any,
+        logits: torch.Tensor,
+        target: torch.Tensor,
+        classes: torch.Tensor,
+        class_weights: torch.Tensor,
+        ce_numerator: torch.Tensor,
+        ce_weight: float,
+        dice_weight: float,
+    ) -> torch.Tensor:
+        logp = torch.log_softmax(logits, dim=1, dtype=torch.float32)
         labels = target.unsqueeze(1)
-        onehot = labels == self.classes  # (B, K, H, W); a no-data pixel matches no class
+        onehot = labels == classes  # (B, K, H, W); a no-data pixel matches no class
         dims = (0, 2, 3)
         count = onehot.sum(dims)  # n_c
         parts = []
-        if self.ce_weight > 0:
+        ce_scale = d_inter = d_pred = None  # dL/dS_c, dL/dI_c, dL/dP_c
+        if ce_weight > 0:
             log_sums = (logp * onehot).sum(dims)  # S_c
-            weight = (self.class_weights * count).sum()
-            parts.append((self.ce_numerator * log_sums).sum() / weight)
-        if self.dice_weight > 0:
-            prob = logp.exp()
+            ce_scale = ce_numerator / (class_weights * count).sum()
+            parts.append((ce_scale * log_sums).sum())
+        if dice_weight > 0:
+            # the softmax of labelled pixels (no-data: 0): P_c's terms, I_c's, the gradient's
+            prob = logp.exp_().mul_(labels != IGNORE_INDEX)
             inter = (prob * onehot).sum(dims)  # I_c
-            predicted = (prob * (labels != IGNORE_INDEX)).sum(dims)  # P_c
-            score = inter / ((predicted + count) * 0.5).clamp_min(DICE_EPS)
-            present = (count > 0) * (self.dice_weight / len(count))
+            denom = (prob.sum(dims) + count) * 0.5  # (P_c + n_c) / 2
+            held = denom.clamp_min(DICE_EPS)
+            score = inter / held
+            present = (count > 0) * (dice_weight / len(count))
             parts.append(((1.0 - score) * present).sum())
+            d_inter = -present / held
+            # the clamp passes a gradient where it did not bite
+            d_pred = d_inter * score * (denom >= DICE_EPS) * -0.5
+        ctx.dtype = logits.dtype
+        ctx.ce = ce_weight > 0
+        ctx.dice = dice_weight > 0
+        # the backward's per-class factors, one tensor: [on the pixel's class, elsewhere, CE]
+        zero = torch.zeros_like(class_weights) if None in (ce_scale, d_pred) else None
+        on_class = zero if d_inter is None or d_pred is None else d_inter + d_pred
+        rows = [
+            on_class,
+            zero if d_pred is None else d_pred,
+            zero if ce_scale is None else ce_scale,
+        ]
+        factors = torch.stack(rows).view(3, 1, -1, 1, 1)
+        ctx.save_for_backward(prob if ctx.dice else logp, onehot, factors)
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
+
+    @staticmethod
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
+        saved, onehot, factors = ctx.saved_tensors
+        on_class, elsewhere, ce = factors * grad
+        if ctx.dice:
+            prob = saved
+            coef = torch.where(onehot, on_class, elsewhere)
+            e = torch.where(onehot, ce, 0.0).addcmul_(prob, coef) if ctx.ce else coef.mul_(prob)
+        else:
+            prob = saved.exp()  # no-data pixels' e is 0: so is their gradient
+            e = torch.where(onehot, ce, 0.0)
+        out = e.addcmul_(prob, e.sum(1, keepdim=True), value=-1.0)
+        return out.to(ctx.dtype), None, None, None, None, None, None

@@ -72,10 +72,28 @@ def test_fused_equals_smp_and_torch(ce: float, dice: float, weights, seed: int) 
 
 
 def test_fused_takes_bf16_logits_as_float() -> None:
+    """bf16 logits (autocast's) are taken as float32; their gradient comes back in bf16."""
     logits, target = _batch(2)
     half = logits.bfloat16()
-    want = _reference(half.float(), target, 1.0, 1.0, WEIGHTS)
-    torch.testing.assert_close(CeDiceLoss(CLASSES, 1.0, 1.0, WEIGHTS)(half, target), want)
+    want, want_grad = _value_and_grad(
+        lambda x, t: _reference(x.float(), t, 1.0, 1.0, WEIGHTS), half, target
+    )
+    got, got_grad = _value_and_grad(CeDiceLoss(CLASSES, 1.0, 1.0, WEIGHTS), half, target)
+    torch.testing.assert_close(got, want)
+    assert got_grad.dtype == torch.bfloat16
+    torch.testing.assert_close(got_grad, want_grad)
+
+
+def test_ignored_pixels_get_no_gradient() -> None:
+    """Only labelled pixels pull on the logits; a batch of one class leaves the others' Dice 0."""
+    logits, target = _batch(3)
+    target[:, :, :6] = IGNORE_INDEX
+    target[:, :, 6:][target[:, :, 6:] != IGNORE_INDEX] = 2
+    want, want_grad = _value_and_grad(lambda x, t: _reference(x, t, 1.0, 1.0, None), logits, target)
+    got, got_grad = _value_and_grad(CeDiceLoss(CLASSES, 1.0, 1.0), logits, target)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+    torch.testing.assert_close(got_grad, want_grad, rtol=1e-4, atol=1e-7)
+    assert got_grad[:, :, :, :6].abs().max() == 0
 
 
 def test_other_terms_are_not_fused() -> None:
