@@ -23,6 +23,7 @@ import torch
 from landcover.checkpoint import Checkpoint
 from landcover.data.normalize import tile_normalizer
 from landcover.errors import TrainingError
+from landcover.feed.devicecopy import copied_ahead
 from landcover.feed.loader import EpochBatches, describe_feed, epoch_loader
 from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.metrics import metrics_from_confusion
@@ -128,7 +129,9 @@ class Trainer(WorkerSetup):
         batches = EpochBatches(
             draw, cfg.optim.batch_size, count, cfg.run.seed, self.env.rank, epoch, epochs
         )
-        return epoch_loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
+        loader = epoch_loader(batches, self.loader_workers, pin_memory=self.device.type == "cuda")
+        # on a GPU each batch's copy overlaps the step before it (a copy stream)
+        return copied_ahead(loader, self.device)
 
     def _train_step(
         self, epoch: int, step: int, batches: Iterator[tuple], loss_sum: torch.Tensor
