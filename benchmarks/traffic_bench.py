@@ -14,7 +14,9 @@ written once, a copy's target and an ``out=`` tensor only written; views and all
 nothing), as the step a CUDA graph captures runs it (the photometric draw made on the host,
 every patch through one pass), attributed to a part by where it was called from (the feed,
 the loss and its backward, the moving average, the optimizer, the model forward, the model
-backward). The plain loop (``step_bench.plain_loop``) is counted alike. On the CPU the model runs
+backward), and the operations (views and allocations apart: as one CUDA graph each is a node
+of the graph, a kernel of a few microseconds at least however little it does). The plain loop
+(``step_bench.plain_loop``) is counted alike. On the CPU the model runs
 in fp32 (bf16 on a GPU halves the model's bytes, not the trainer's fp32 extras); the parts of the
 trainer beyond the plain loop are what a GPU's graph step pays for beyond the model. The table
 gives each part's GB a step at the counted batch and at batch 64 (the per-sample parts scaled,
@@ -104,6 +106,7 @@ class TrafficCounter(TorchDispatchMode):
         super().__init__()
         self.bytes: collections.Counter[str] = collections.Counter()
         self.ops: collections.Counter[tuple[str, str]] = collections.Counter()
+        self.calls: collections.Counter[str] = collections.Counter()
 
     def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         """Runs one operation and charges its tensors' bytes to its part."""
@@ -121,6 +124,7 @@ class TrafficCounter(TorchDispatchMode):
             backward = torch._C._current_graph_task_id() != -1
             part = part_of(name, traceback.extract_stack(), backward)
             self.bytes[part] += moved
+            self.calls[part] += 1
             self.ops[part, name] += moved
         return out
 
@@ -220,6 +224,12 @@ def bench(batch: int, out: Path) -> list[dict[str, Any]]:
             {
                 "part": name,
                 "batch": batch,
+                "plain_ops": plain_counter.calls.get(name, 0)
+                if name != "total"
+                else sum(plain_counter.calls.values()),
+                "trainer_ops": counter.calls.get(name, 0)
+                if name != "total"
+                else sum(counter.calls.values()),
                 "plain_gb": round(p / 1e9, 3),
                 "trainer_gb": round(t / 1e9, 3),
                 f"plain_gb_at_{TARGET_BATCH}": round(p64 / 1e9, 2),
@@ -233,6 +243,7 @@ def bench(batch: int, out: Path) -> list[dict[str, Any]]:
         "config": GPU_CONFIG.name,
         "bandwidth_bytes_per_s": H200_BANDWIDTH,
         "trainer_over_plain": round(total["trainer_gb"] / max(total["plain_gb"], 1e-9), 3),
+        "ops_trainer_over_plain": round(total["trainer_ops"] / max(total["plain_ops"], 1), 3),
     }
     write_results("traffic", rows, extra, out, [])
     return rows
@@ -253,7 +264,8 @@ def main() -> None:
     rows = bench(args.batch, args.out)
     total = rows[-1]
     print(
-        f"trainer {total['trainer_gb']} GB a step against the plain loop's {total['plain_gb']} "
+        f"operations of the captured step {total['trainer_ops']} against the plain loop's "
+        f"{total['plain_ops']}; trainer {total['trainer_gb']} GB a step against the plain loop's {total['plain_gb']} "
         f"(batch {args.batch}); at batch {TARGET_BATCH} the extra bytes take "
         f"{total[f'extra_ms_h200_at_{TARGET_BATCH}']} ms at the H200's bandwidth"
     )

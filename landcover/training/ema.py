@@ -45,12 +45,35 @@ def ema_decay_at(decay: float, updates: int) -> float:
 
 @dataclass
 class _Pairs:
-    """The average's tensors and the model's, float and integer, index for index."""
+    """The average's tensors and the model's, float and integer, index for index.
+
+    ``flat``: where every float tensor of the model is dense, of one dtype and device, the
+    average's float tensors are views into one buffer (laid out as the model's, in its
+    order) and ``flat_new`` holds the model's tensors as flat views in memory order: the
+    captured step's update is then one concatenation and one ``lerp_`` (:meth:`ModelEMA.lerp`).
+    """
 
     floats_ema: list[torch.Tensor]
     floats_new: list[torch.Tensor]
     ints_ema: list[torch.Tensor]
     ints_new: list[torch.Tensor]
+    flat: torch.Tensor | None = None
+    flat_new: list[torch.Tensor] | None = None
+
+
+def memory_view(tensor: torch.Tensor) -> torch.Tensor | None:
+    """A dense tensor's elements as one flat view, in the order they lie in memory.
+
+    Args:
+        tensor: Any tensor.
+
+    Returns:
+        The 1-D view, or ``None`` when the tensor is not contiguous (nor channels-last).
+    """
+    dense = tensor.is_contiguous() or (
+        tensor.dim() == 4 and tensor.is_contiguous(memory_format=torch.channels_last)
+    )
+    return tensor.as_strided((tensor.numel(),), (1,)) if dense else None
 
 
 class ModelEMA:
@@ -114,8 +137,13 @@ class ModelEMA:
             weight: A 0-d float tensor on the model's device holding ``1 - d_t``.
         """
         pairs = self._pairs(model)
-        for ours, theirs in zip(pairs.floats_ema, pairs.floats_new, strict=True):
-            ours.lerp_(theirs, weight)
+        if pairs.flat is not None and pairs.flat_new is not None:
+            # one buffer: two kernels, not one a tensor (232 for the default U-Net, each a
+            # node of the captured step; about 0.2 GB a step more at its 24 M weights)
+            pairs.flat.lerp_(torch.cat(pairs.flat_new), weight)
+        else:
+            for ours, theirs in zip(pairs.floats_ema, pairs.floats_new, strict=True):
+                ours.lerp_(theirs, weight)
         self._counts_stale = True
 
     def next_weight(self) -> float:
@@ -134,7 +162,7 @@ class ModelEMA:
         """The average's tensors beside the model's, in state-dict order (made once)."""
         if self._paired is not None and self._paired[0] is model:
             return self._paired[1]
-        ours = self._module.state_dict()
+        ours = self._module.state_dict(keep_vars=True)  # the module's own tensors
         pairs = _Pairs([], [], [], [])
         for name, value in model.state_dict().items():
             target = ours[name]
@@ -144,6 +172,7 @@ class ModelEMA:
             else:
                 pairs.ints_ema.append(target)
                 pairs.ints_new.append(value.detach())
+        _flatten(pairs)
         self._paired = (model, pairs)
         return pairs
 
@@ -165,6 +194,31 @@ class ModelEMA:
         self._module.load_state_dict(weights)
         self.updates = updates
         self._counts_stale = False
+
+
+@torch.no_grad()
+def _flatten(pairs: _Pairs) -> None:
+    """Moves the average's float tensors into one buffer laid out as the model's (in place).
+
+    Sets ``pairs.flat`` and ``pairs.flat_new``; leaves them ``None`` where the model's float
+    tensors are not all dense, of one dtype and on one device.
+
+    Args:
+        pairs: The tensors, the average's being the module's own (rebound to the buffer).
+    """
+    new = pairs.floats_new
+    views = [memory_view(t) for t in new]
+    if not new or len({(t.dtype, t.device) for t in new}) > 1 or None in views:
+        return
+    flat = torch.empty(sum(t.numel() for t in new), dtype=new[0].dtype, device=new[0].device)
+    offset = 0
+    for ours, theirs in zip(pairs.floats_ema, new, strict=True):
+        place = flat.as_strided(theirs.size(), theirs.stride(), offset)
+        place.copy_(ours)
+        ours.data = place  # the module's tensor, now in the buffer
+        offset += theirs.numel()
+    pairs.flat = flat
+    pairs.flat_new = [v for v in views if v is not None]
 
 
 def start_ema(model: nn.Module, decay: float, resumed: Checkpoint | None) -> ModelEMA | None:
