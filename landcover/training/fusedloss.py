@@ -119,8 +119,11 @@ class _CeDice(torch.autograd.Function):
         ce_scale = d_inter = d_pred = None  # dL/dS_c, dL/dI_c, dL/dP_c
         if ce_weight > 0:
             log_sums = (logp * onehot).sum(dims)  # S_c
-            ce_scale = ce_numerator / (class_weights * count).sum()
-            parts.append((ce_scale * log_sums).sum())
+            weight = (class_weights * count).sum()
+            # the sum divided (not the factors): weights at float32's limit make the loss nan,
+            # as nn.CrossEntropyLoss's, while the gradient's factors stay finite (0)
+            parts.append((ce_numerator * log_sums).sum() / weight)
+            ce_scale = ce_numerator / weight
         if dice_weight > 0:
             # the softmax of labelled pixels (no-data: 0): P_c's terms, I_c's, the gradient's
             prob = logp.exp_().mul_(labels != IGNORE_INDEX)

@@ -110,3 +110,14 @@ def test_fused_runs_on_meta() -> None:
     loss = CeDiceLoss(CLASSES, 1.0, 1.0, WEIGHTS).to("meta")(logits, target)
     loss.backward()
     assert loss.shape == () and logits.grad is not None
+
+
+def test_weights_at_float32s_limit_give_a_nan_loss_and_a_finite_gradient() -> None:
+    """As torch's weighted mean: the summed weights overflow, the value is nan; the gradient's
+    factors (each weight over that sum) are 0, so the weights a step makes stay finite."""
+    logits, target = _batch(4)
+    extreme = [3e38] * CLASSES
+    want = _reference(logits, target, 1.0, 0.0, extreme)
+    got, grad = _value_and_grad(CeDiceLoss(CLASSES, 1.0, 1.0, extreme), logits, target)
+    assert torch.isnan(want) and torch.isnan(got)
+    assert torch.isfinite(grad).all()
