@@ -48,7 +48,8 @@ for stage in "${STAGES[@]}"; do
         # -m cuda selects them; one skipped for want of a GPU fails this check (the GPU is
         # there); test_feed skips its photometric cases on CUDA by design (another generator)
         "$PYTHON" -m pytest -m cuda -ra -q tests/parallel/test_cuda.py tests/feed/test_feed.py \
-            tests/training/test_step_sync.py tests/training/test_graph_step.py tests/feed/test_loader.py 2>&1 | tee "$RESULTS_DIR/cuda-tests.txt"
+            tests/training/test_step_sync.py tests/training/test_graph_step.py tests/feed/test_loader.py \
+            tests/feed/test_devicecopy.py 2>&1 | tee "$RESULTS_DIR/cuda-tests.txt"
         if grep -q "needs a CUDA GPU" "$RESULTS_DIR/cuda-tests.txt"; then
             echo "error: cuda tests were skipped on a GPU machine" >&2
             exit 1

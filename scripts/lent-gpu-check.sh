@@ -16,8 +16,9 @@
 # Issue 43's whole check in one call of under 8 minutes (the training rows, predict of one
 # 7,500 x 6,000 tile with and without probabilities, a 4-tile region job on one worker):
 #   PREDICT_SHARED_JOBS=1 PREDICT_SHARED_TILES=4 bash scripts/lent-gpu-check.sh step predict
-# and with the CUDA tests first (the captured-step test changed after the H200's last call; about
-# 80 s more, some 450 s in all): ... lent-gpu-check.sh tests step predict
+# and with the CUDA tests first (the captured-step test changed after the H200's last call, and
+# since: the feed's copy stream, the average in one buffer; about 80 s more, some 450 s in all):
+#   ... lent-gpu-check.sh tests step predict
 set -uo pipefail
 cd "$(dirname "$0")/.."
 start=$SECONDS
