@@ -20,6 +20,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.autograd.function import once_differentiable
 
 from landcover.classes import IGNORE_INDEX
 
@@ -91,8 +92,9 @@ class _CeDice(torch.autograd.Function):
 
     Autograd's own backward of the forward's products and sums moved about 145 bytes an element
     of the logits, forward and backward (each operation's inputs read and outputs written
-    once); written out, about 114, in 46 operations instead of 50 (at batch 64 on a GPU, some
-    0.9 GB a step less: a memory-bound part of the step).
+    once); written out, about 114, in 46 operations instead of 50 (at batch 64 of the default
+    config some 0.8 GB a step less, ``benchmarks/traffic_bench.py``: a memory-bound part of
+    the step). Its gradient is not itself differentiable (``once_differentiable``).
     With ``p`` the softmax (0 at no-data pixels), ``o`` the one-hot labels and ``g`` the
     incoming gradient, the gradient of the logits is ``e - p * sum_c e`` with
     ``e = o * A + p * (o * alpha + beta)``: ``A`` the cross-entropy's weight of each class
@@ -152,6 +154,7 @@ class _CeDice(torch.autograd.Function):
         return parts[0] if len(parts) == 1 else parts[0] + parts[1]
 
     @staticmethod
+    @once_differentiable
     def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:  # type: ignore[override]
         saved, onehot, factors = ctx.saved_tensors
         on_class, elsewhere, ce = factors * grad
