@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import pickle
 import re
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -71,9 +71,9 @@ class Checkpoint:
         Returns:
             The dict.
         """
-        state = asdict(self)
-        state["model"] = self.model  # asdict would deep-copy every tensor
-        state["train_model"] = self.train_model
+        # the fields as they are: asdict would deep-copy every tensor, and a tensor that is a
+        # view into a larger buffer (the moving average's) with the whole buffer each time
+        state = {f.name: getattr(self, f.name) for f in fields(self)}
         # no secret in a checkpoint: the configuration may name a data or output URL
         state["config"] = redact_tree(state["config"])
         state["metrics"] = redact_tree(state["metrics"])

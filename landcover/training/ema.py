@@ -164,8 +164,12 @@ class ModelEMA:
             return self._paired[1]
         ours = self._module.state_dict(keep_vars=True)  # the module's own tensors
         pairs = _Pairs([], [], [], [])
+        seen: set[int] = set()
         for name, value in model.state_dict().items():
             target = ours[name]
+            if id(target) in seen:  # a tensor under two names (tied weights) moves once
+                continue
+            seen.add(id(target))
             if target.is_floating_point():
                 pairs.floats_ema.append(target)
                 pairs.floats_new.append(value.detach())
@@ -210,6 +214,8 @@ def _flatten(pairs: _Pairs) -> None:
     views = [memory_view(t) for t in new]
     if not new or len({(t.dtype, t.device) for t in new}) > 1 or None in views:
         return
+    if new[0].device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+        return  # a copy captured would only run on replay: the tensors stay as they are
     flat = torch.empty(sum(t.numel() for t in new), dtype=new[0].dtype, device=new[0].device)
     offset = 0
     for ours, theirs in zip(pairs.floats_ema, new, strict=True):

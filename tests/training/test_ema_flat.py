@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import io
 
+import pytest
 import torch
 from torch import nn
 
+from landcover.checkpoint import Checkpoint
 from landcover.training.ema import ModelEMA, ema_decay_at
 
 DECAY = 0.9
@@ -101,3 +103,51 @@ def test_a_model_of_two_dtypes_keeps_one_lerp_a_tensor() -> None:
     floats = [t for t in ema.module.state_dict().values() if t.is_floating_point()]
     assert len({t.untyped_storage().data_ptr() for t in floats}) == len(floats)
     torch.testing.assert_close(ema.module[3].weight, model[3].weight)  # lerp of equal weights
+
+
+def test_a_checkpoint_of_the_buffered_average_is_written_without_copying_the_buffer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The checkpoint's state is its fields as they are: a deep copy of each tensor (views into
+    one buffer) would copy the whole buffer once a tensor (23 GB of GPU memory for the default
+    U-Net's 232); the file holds the buffer once."""
+    model = _model(channels_last=False)
+    plain_sizes = len(Checkpoint(model=model.state_dict(), config={}).serialize())
+    ema = ModelEMA(model, DECAY)
+    _train_a_little(model, 2, [ema], ["lerp"])
+    weights = ema.state_dict()
+    checkpoint = Checkpoint(weights, {}, train_model=model.state_dict(), ema_updates=2)
+
+    def no_deep_copy(self: torch.Tensor, memo: dict) -> torch.Tensor:
+        raise AssertionError("a tensor was deep-copied")
+
+    monkeypatch.setattr(torch.Tensor, "__deepcopy__", no_deep_copy)
+    state = checkpoint.to_state()
+    assert all(state["model"][k] is v for k, v in weights.items())
+    assert len(checkpoint.serialize()) < 2.2 * plain_sizes  # the average and the raw weights
+    monkeypatch.undo()
+    loaded = torch.load(io.BytesIO(checkpoint.serialize()), weights_only=True)
+    for key, value in weights.items():
+        assert torch.equal(loaded["model"][key], value)
+
+
+def test_tied_weights_move_once_a_step_by_either_update() -> None:
+    """A tensor under two names (tied weights) is one tensor of the average: it moves once."""
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(4, 4, bias=False), nn.Linear(4, 4, bias=False))
+    model[1].weight = model[0].weight
+    start = model[0].weight.detach().clone()
+    for how in ("lerp", "update"):
+        ema = ModelEMA(model, DECAY)
+        with torch.no_grad():
+            model[0].weight.add_(1.0)
+        if how == "lerp":
+            ema.lerp(model, torch.tensor(ema.next_weight()))
+        else:
+            ema.update(model)
+        weight = 1.0 - ema_decay_at(DECAY, 0)
+        want = start + weight * 1.0  # one move toward the model's weights
+        torch.testing.assert_close(ema.module[0].weight, want, msg=how)
+        torch.testing.assert_close(ema.module[1].weight, want, msg=how)
+        with torch.no_grad():
+            model[0].weight.sub_(1.0)
