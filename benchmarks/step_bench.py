@@ -29,7 +29,7 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from pathlib import Path
 from typing import Any
 
@@ -205,6 +205,27 @@ def bench_trainer(
     return Trainer(config, DistEnv(), engine_for(config.run), device)
 
 
+def fed_trainer(
+    config_file: Path, batch: int, device: torch.device, work: Path, sets: dict[str, Any]
+) -> tuple[Any, Generator[tuple, None, None]]:
+    """:func:`bench_trainer` set to train, with its feed of the run's batches started.
+
+    Args:
+        config_file: The config.
+        batch: Samples a step (``optim.batch_size``).
+        device: The device.
+        work: Scratch folder (the run folder).
+        sets: Further ``section.key`` overrides.
+
+    Returns:
+        ``(trainer, feed)``: the feed is as long as a bench asks, as a run's; close it to end.
+    """
+    trainer = bench_trainer(config_file, batch, device, work, sets)
+    trainer.replica.module.train()
+    trainer.data.prepare.start_epoch(0, 0)
+    return trainer, trainer.feed(0, epochs=1000)
+
+
 def trainer_step(
     config_file: Path, batch: int, device: torch.device, work: Path, sets: dict[str, Any]
 ) -> tuple[Callable[[], None], Callable[[], None]]:
@@ -220,12 +241,9 @@ def trainer_step(
     Returns:
         ``(step, close)``: one optimizer step, and what ends the feed.
     """
-    trainer = bench_trainer(config_file, batch, device, work, sets)
-    trainer.replica.module.train()
-    trainer.data.prepare.start_epoch(0, 0)
+    trainer, source = fed_trainer(config_file, batch, device, work, sets)
     loss_sum = torch.zeros((), device=device)
     state: dict[str, int] = {"step": 0}
-    source = trainer.feed(0, epochs=1000)  # as long as the bench asks, as a run's feed
     steps = trainer.geometry.steps_per_epoch
 
     def step() -> None:

@@ -45,7 +45,7 @@ import landcover.feed.photometric as photometric_module
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import RESULTS, Goal, write_results
-from step_bench import GPU_CONFIG, bench_trainer, plain_loop
+from step_bench import GPU_CONFIG, fed_trainer, plain_loop
 
 H200_BANDWIDTH = 4.8e12
 """The H200's HBM3e bandwidth, bytes/s (NVIDIA's data sheet)."""
@@ -145,10 +145,7 @@ def graph_body_step(
     Returns:
         ``(step, close)``.
     """
-    trainer = bench_trainer(GPU_CONFIG, batch, torch.device("cpu"), work, {})
-    trainer.replica.module.train()
-    trainer.data.prepare.start_epoch(0, 0)
-    source = trainer.feed(0, epochs=1000)
+    trainer, source = fed_trainer(GPU_CONFIG, batch, torch.device("cpu"), work, {})
     runner = trainer.step
     runner.ema_weight = torch.tensor(0.01)  # the graph runner's device tensor
     for group in runner.parts.optimizer.param_groups:
