@@ -1,6 +1,6 @@
 """The benchmark suite's one entry point: runs the parts, prints their tables and the goals.
 
-Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|latency|load|model|quality|augment|feed|shifted|compile|storage|step|epochstart|traffic|onnx ...]
+Usage: python benchmarks/run.py [all|io|train|scaling|predict|ceiling|latency|load|model|quality|augment|feed|shifted|compile|storage|step|epochstart|traffic|onnx|fringe ...]
                                 [--quick] [--out benchmarks/results]
 
 Each part is a module ``benchmarks/{part}_bench.py`` with ``run(quick, out) -> list[Goal]``;
@@ -50,6 +50,7 @@ PARTS = (
     "epochstart",
     "traffic",
     "onnx",
+    "fringe",
 )
 
 

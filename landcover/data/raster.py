@@ -234,6 +234,24 @@ def nodata_mask(
     return mask
 
 
+def zero_nodata(pixels: np.ndarray, nodata: np.ndarray | None) -> None:
+    """Writes 0 into an image's no-data pixels, in place: what every model reads there.
+
+    A no-data pixel's stored values are not imagery: 0 in NAIP's collars and ``gdalwarp``'s
+    edges, but anything under an alpha band or an internal mask (a JPEG-compressed COG's
+    ringing under its mask, say). Training and validation tiles (:func:`read_pair`),
+    ``predict`` and ``evaluate`` all zero them, so what lies under a mask never reaches a
+    model or a map, and a model reads a collar as it was trained to (``docs/guide/data.md``
+    measures the other fills tried).
+
+    Args:
+        pixels: ``(H, W, C)`` uint8 imagery (a view is written through).
+        nodata: ``(H, W)`` bool, True where there is no data; ``None``: every pixel has data.
+    """
+    if nodata is not None and nodata.any():
+        pixels[nodata] = 0
+
+
 def read_pair(
     pair: TilePair,
     mapping: ClassMapping,
@@ -258,7 +276,7 @@ def read_pair(
 
     Returns:
         The tile in memory; pixels with image no-data (:func:`nodata_mask`) or ignored label
-        codes get :data:`IGNORE_INDEX`.
+        codes get :data:`IGNORE_INDEX`, and image no-data reads 0 (:func:`zero_nodata`).
 
     Raises:
         DataError: If a file is missing, unreadable, truncated, has the wrong band count or
@@ -289,6 +307,7 @@ def read_pair(
     label = mapping.encode(codes)
     if nodata is not None and nodata.any():
         label[nodata] = IGNORE_INDEX
+        zero_nodata(image, nodata)
     else:
         nodata = None
     return TileArrays(pair.name, image, label, nodata, size)

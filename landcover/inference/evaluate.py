@@ -27,7 +27,7 @@ from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
 from landcover.data.pairs import TilePair
-from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster
+from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster, zero_nodata
 from landcover.data.resolution import on_grid
 from landcover.diskerrors import check_output_folder
 from landcover.errors import DataError
@@ -141,12 +141,19 @@ def _warn_if_empty(pair: TilePair, image_valid: int, scored: int) -> None:
 
 
 def _rows_reader(ds: Any, name: str) -> Any:
-    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8 (a failed read: DataError)."""
+    """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8 (a failed read: DataError).
+
+    Its no-data pixels read 0 (:func:`~landcover.data.raster.zero_nodata`), as in ``predict``.
+    """
+    masked = has_nodata(ds)
 
     def read_rows(a: int, b: int) -> np.ndarray:
         window = Window(0, a, ds.width, b - a)
         try:
-            return np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+            rows = np.ascontiguousarray(np.moveaxis(ds.read(window=window), 0, -1))
+            if masked:
+                zero_nodata(rows, nodata_mask(ds, window, pixels=rows))
+            return rows
         except RasterioError as exc:
             raise DataError(
                 f"{name}: corrupt or truncated GeoTIFF, rows {a}-{b} ({read_error(exc)})"

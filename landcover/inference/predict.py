@@ -26,7 +26,7 @@ from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 
 from landcover import storage
-from landcover.data.raster import checked_image, open_raster
+from landcover.data.raster import checked_image, open_raster, zero_nodata
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
@@ -316,7 +316,9 @@ class TileMapper:
             row, keep = plan.strip(i)
             rows = np.zeros((plan.window, plan.padded_width, bands), dtype=np.uint8)
             source.read_rows(a, b, rows)
-            valid = source.valid(row, keep, rows[row - a : row - a + keep, :width])
+            valid = source.valid(a, b - a, rows[: b - a, :width])
+            zero_nodata(rows[: b - a, :width], None if valid.all() else ~valid)
+            valid = valid[row - a : row - a + keep]
             pixels = torch.from_numpy(rows)
             return (pixels.pin_memory() if cuda else pixels), valid
 
