@@ -1,7 +1,7 @@
 """Fringe benchmark: how well the map holds next to image no-data (a collar, a mosaic's edge).
 
-Synthetic unseen tiles (``landcover data synth``, the easy profile: a third of them have image
-no-data, a corner or a strip along an edge) are mapped with ``landcover predict`` through the
+Synthetic unseen tiles (``landcover data synth``, the easy profile: each has image no-data, a
+corner or a strip along an edge, with probability 1/3; 6 of the 24 at seed 7) are mapped with ``landcover predict`` through the
 real CLI, and each valid, labelled pixel is scored by its distance to the nearest image
 no-data pixel (``scipy.ndimage.distance_transform_edt``): pixel accuracy and the share mapped
 water (the class dark pixels lean to) against the share labelled water, band by band
@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from common import REPO, RESULTS, Goal, write_results
 
 from landcover.classes import IGNORE_INDEX, resolve_mapping
+from landcover.data.raster import nodata_mask
 
 UNSEEN_SEED = 7
 BANDS = ((0.0, 2.0), (2.0, 4.0), (4.0, 8.0), (8.0, 16.0), (16.0, np.inf))
@@ -92,7 +93,7 @@ def measure(checkpoint: Path, tiles: Path, maps: Path) -> list[dict[str, object]
     for image in sorted(tiles.glob("*_naip.tif")):
         stem = image.name.removesuffix(".tif")
         with rasterio.open(image) as ds:
-            nodata = ds.read_masks(1) == 0
+            nodata = nodata_mask(ds)
         with rasterio.open(tiles / image.name.replace("_naip", "_lc")) as ds:
             truth = mapping.encode(ds.read(1))
         with rasterio.open(maps / f"{stem}_class.tif") as ds:
@@ -167,7 +168,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()
-    run(args.quick, args.out, args.checkpoint)
+    checkpoint = None if args.checkpoint is None else args.checkpoint.resolve()
+    run(args.quick, args.out, checkpoint)
 
 
 if __name__ == "__main__":

@@ -248,7 +248,13 @@ def zero_nodata(pixels: np.ndarray, nodata: np.ndarray | None) -> None:
         pixels: ``(H, W, C)`` uint8 imagery (a view is written through).
         nodata: ``(H, W)`` bool, True where there is no data; ``None``: every pixel has data.
     """
-    if nodata is not None and nodata.any():
+    if nodata is None or not nodata.any():
+        return
+    if pixels.shape[-1] == 4 and pixels.strides[-1] == 1:
+        # a pixel's 4 bands as one word: 1 ms against 24 for a 1,024 x 6,000 window row
+        # with 5 % no-data (2.6 against 62 at 50 %)
+        pixels.view(np.uint32)[..., 0][nodata] = 0
+    else:
         pixels[nodata] = 0
 
 

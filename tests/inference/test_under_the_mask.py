@@ -18,6 +18,9 @@ from rasterio.transform import from_origin
 from landcover.classes import IGNORE_INDEX, resolve_mapping
 from landcover.data.pairs import TilePair
 from landcover.data.raster import read_pair
+from landcover.inference.loader import load_inference_model
+from landcover.inference.options import PredictOptions
+from landcover.inference.predict import predict_tile
 from landcover.synthetic.synthetic import synthesize_scene
 
 from conftest import run_cli
@@ -43,8 +46,9 @@ def _write(path: Path, image: np.ndarray, mask: np.ndarray) -> Path:
 
 
 @pytest.fixture(scope="module")
-def masked_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
-    """The same scene twice, zeros and noise under a masked corner and strip; its label."""
+def masked_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path, Path]:
+    """The same scene three times: zeros and noise under a masked corner and strip, and the
+    zeros with no mask at all (every pixel data); its label."""
     folder = tmp_path_factory.mktemp("under-mask")
     image, label = synthesize_scene(*SIZE, np.random.default_rng(11))
     mask = np.full(SIZE, 255, dtype=np.uint8)
@@ -57,6 +61,7 @@ def masked_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     noise[:, mask == 0] = rng.integers(0, 256, size=(4, int((mask == 0).sum())), dtype=np.uint8)
     a = _write(folder / "a_naip.tif", zeros, mask)
     b = _write(folder / "b_naip.tif", noise, mask)
+    c = _write(folder / "c_naip.tif", zeros, np.full(SIZE, 255, dtype=np.uint8))
     with rasterio.open(a) as ds:
         assert ds.nodata is None
         assert (ds.read_masks(1) == mask).all()
@@ -73,7 +78,7 @@ def masked_pair(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, P
     }
     with rasterio.open(lab, "w", **profile) as ds:
         ds.write(label, 1)
-    return a, b, lab
+    return a, b, c, lab
 
 
 def _pixels(path: Path) -> np.ndarray:
@@ -81,15 +86,21 @@ def _pixels(path: Path) -> np.ndarray:
         return ds.read()
 
 
-def test_predict_maps_ignore_what_lies_under_the_mask(
-    masked_pair: tuple[Path, Path, Path], checkpoint: Path, tmp_path: Path
+GEOMETRY = ("--window", "64", "--overlap", "16", "--batch-size", "3")
+"""Several rows of windows (the masked corner spans two), several windows a row."""
+
+
+def test_predict_maps_read_zero_whatever_lies_under_the_mask(
+    masked_pair: tuple[Path, Path, Path, Path], checkpoint: Path, tmp_path: Path
 ) -> None:
-    a, b, _ = masked_pair
+    a, b, c, _ = masked_pair
     assert not np.array_equal(_pixels(a), _pixels(b))
     maps = {}
-    for tile in (a, b):
+    for tile in (a, b, c):
         out = tmp_path / tile.stem
-        result = run_cli("predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
+        result = run_cli(
+            "predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out), *GEOMETRY
+        )
         assert result.returncode == 0, result.stderr
         maps[tile.stem] = (
             _pixels(out / f"{tile.stem}_class.tif"),
@@ -98,14 +109,27 @@ def test_predict_maps_ignore_what_lies_under_the_mask(
     (class_a, prob_a), (class_b, prob_b) = maps["a_naip"], maps["b_naip"]
     assert np.array_equal(class_a, class_b)
     assert np.array_equal(prob_a, prob_b)
-    assert (class_a[0, :50, :60] == 255).all()  # the mask is still no data in the map
-    assert (class_a[0, 50:, :-12] != 255).all()
+    with rasterio.open(a) as ds:
+        valid = ds.read_masks(1) > 0
+    assert (class_a[0][~valid] == 255).all()  # the mask is still no data in the map
+    assert (class_a[0][valid] != 255).all()
+    # the model read 0 under the mask: the file that stores those zeros as data maps its
+    # valid pixels the same
+    class_c, prob_c = maps["c_naip"]
+    assert np.array_equal(class_c[0][valid], class_a[0][valid])
+    assert np.array_equal(prob_c[:, valid], prob_a[:, valid])
+    # read row by row from the file (a tile too large to decode whole): the same maps
+    im = load_inference_model(checkpoint, "cpu")
+    options = PredictOptions(str(tmp_path / "rows"), 16, 3, 64, preview=False, tile_memory=0)
+    streamed = predict_tile(str(b), im, options)
+    assert np.array_equal(_pixels(Path(streamed.class_map)), class_a)
+    assert np.array_equal(_pixels(Path(streamed.prob_map)), prob_a)
 
 
 def test_evaluate_ignores_what_lies_under_the_mask(
     masked_pair: tuple[Path, Path, Path], checkpoint: Path, tmp_path: Path
 ) -> None:
-    a, b, lab = masked_pair
+    a, b, _, lab = masked_pair
     confusions = []
     for tile in (a, b):
         folder = tmp_path / f"data-{tile.stem}"
@@ -114,8 +138,9 @@ def test_evaluate_ignores_what_lies_under_the_mask(
         (folder / "t_lc.tif").symlink_to(lab)
         out = tmp_path / f"eval-{tile.stem}"
         result = run_cli(
-            "evaluate", "--checkpoint", str(checkpoint), "--data", str(folder), "--out", str(out)
-        )
+            "evaluate", "--checkpoint", str(checkpoint), "--data", str(folder), "--out", str(out),
+            *GEOMETRY,
+        )  # fmt: skip
         assert result.returncode == 0, result.stderr
         confusions.append((out / "confusion.csv").read_text())
         metrics = json.loads((out / "metrics.json").read_text())
@@ -124,9 +149,9 @@ def test_evaluate_ignores_what_lies_under_the_mask(
 
 
 def test_a_training_tile_reads_zero_under_its_mask(
-    masked_pair: tuple[Path, Path, Path],
+    masked_pair: tuple[Path, Path, Path, Path],
 ) -> None:
-    a, b, lab = masked_pair
+    a, b, _, lab = masked_pair
     mapping = resolve_mapping("chesapeake7")
     tiles = [read_pair(TilePair("t", str(path), str(lab)), mapping, 4) for path in (a, b)]
     with rasterio.open(a) as ds:
