@@ -26,8 +26,9 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
+from landcover.data.nodatafill import zero_nodata
 from landcover.data.pairs import TilePair
-from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster, zero_nodata
+from landcover.data.raster import checked_image, has_nodata, nodata_mask, open_raster
 from landcover.data.resolution import on_grid
 from landcover.diskerrors import check_output_folder
 from landcover.errors import DataError
@@ -143,7 +144,7 @@ def _warn_if_empty(pair: TilePair, image_valid: int, scored: int) -> None:
 def _rows_reader(ds: Any, name: str) -> Any:
     """Reads rows ``[a, b)`` of a dataset as ``(h, W, C)`` uint8 (a failed read: DataError).
 
-    Its no-data pixels read 0 (:func:`~landcover.data.raster.zero_nodata`), as in ``predict``.
+    Its no-data pixels read 0 (:func:`~landcover.data.nodatafill.zero_nodata`), as in ``predict``.
     """
     masked = has_nodata(ds)
 

@@ -26,7 +26,8 @@ from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 
 from landcover import storage
-from landcover.data.raster import checked_image, open_raster, zero_nodata
+from landcover.data.nodatafill import zero_nodata
+from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
 from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder

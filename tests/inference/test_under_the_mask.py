@@ -2,7 +2,7 @@
 
 A no-data pixel's stored values are not imagery (0 in a collar, anything under an internal
 mask: a JPEG-compressed COG's ringing); training tiles, predict and evaluate read 0 there
-(landcover.data.raster.zero_nodata), what NAIP's collars hold. Two files that differ only
+(landcover.data.nodatafill.zero_nodata), what NAIP's collars hold. Two files that differ only
 under their mask therefore give the same maps, byte for byte, and the same confusion matrix;
 before, the values under the mask reached the windows around them.
 """
