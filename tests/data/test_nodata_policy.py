@@ -21,6 +21,7 @@ from landcover.classes import resolve_mapping
 from landcover.data.bandview import image_view
 from landcover.data.check import check_folder
 from landcover.data.measure import measure_pairs
+from landcover.data.nodatafill import zero_nodata
 from landcover.data.pairs import TilePair
 from landcover.data.raster import nodata_mask, read_pair
 from landcover.data.resolution import on_grid
@@ -284,3 +285,17 @@ def test_an_internal_mask_and_an_alpha_band_both_mask(tmp_path: Path) -> None:
         np.testing.assert_array_equal(
             nodata_mask(vrt), expected.repeat(2, axis=0).repeat(2, axis=1)
         )
+
+
+@pytest.mark.parametrize(("bands", "extra"), [(4, 0), (4, 1), (3, 0), (5, 0)])
+def test_zero_nodata_zeroes_every_band_of_the_masked_pixels_only(bands: int, extra: int) -> None:
+    rng = np.random.default_rng(bands + extra)
+    whole = rng.integers(1, 256, size=(12, 14, bands + extra), dtype=np.uint8)
+    expected = whole.copy()
+    pixels = whole[1:10, 2:13, :bands]  # a view: rows, columns and bands of a larger buffer
+    nodata = rng.random((9, 11)) < 0.4
+    expected[1:10, 2:13, :bands][nodata] = 0
+    zero_nodata(pixels, nodata)
+    assert np.array_equal(whole, expected)
+    zero_nodata(pixels, None)  # no mask: nothing changes
+    assert np.array_equal(whole, expected)
