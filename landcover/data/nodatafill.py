@@ -11,10 +11,9 @@ def zero_nodata(pixels: np.ndarray, nodata: np.ndarray | None) -> None:
     A no-data pixel's stored values are not imagery: 0 in NAIP's collars and ``gdalwarp``'s
     edges, but anything under an alpha band or an internal mask (a JPEG-compressed COG's
     ringing under its mask, say). Training and validation tiles
-    (:func:`~landcover.data.raster.read_pair`),
-    ``predict`` and ``evaluate`` all zero them, so what lies under a mask never reaches a
-    model or a map, and a model reads a collar as it was trained to (``docs/guide/data.md``
-    measures the other fills tried).
+    (:func:`~landcover.data.raster.read_pair`), ``predict`` and ``evaluate`` all zero them, so
+    what lies under a mask never reaches a model or a map, and a model reads a collar as it
+    was trained to (``docs/guide/data.md`` measures the other fills tried).
 
     Args:
         pixels: ``(H, W, C)`` uint8 imagery (a view is written through).
