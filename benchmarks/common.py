@@ -6,6 +6,8 @@ import csv
 import json
 import os
 import platform
+import subprocess
+import sys
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -15,6 +17,18 @@ import torch
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS = REPO / "benchmarks" / "results"
+
+
+def landcover_cli(*args: str) -> None:
+    """Runs ``python -m landcover ARGS`` from the repository as a user would; fails on failure.
+
+    Args:
+        *args: The command and its options.
+
+    Raises:
+        subprocess.CalledProcessError: If the command exits non-zero.
+    """
+    subprocess.run([sys.executable, "-m", "landcover", *args], check=True, cwd=REPO)
 
 
 @dataclass

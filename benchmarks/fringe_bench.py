@@ -18,7 +18,6 @@ Usage: python benchmarks/fringe_bench.py [--checkpoint runs/demo/checkpoints/bes
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -28,7 +27,7 @@ import rasterio
 from scipy.ndimage import distance_transform_edt
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, Goal, write_results
+from common import RESULTS, Goal, landcover_cli, write_results
 
 from landcover.classes import IGNORE_INDEX, resolve_mapping
 from landcover.data.raster import nodata_mask
@@ -39,14 +38,12 @@ MIN_FRINGE_RATIO = 0.95
 """Goal: accuracy within 2 px of no-data >= this share of the accuracy beyond 16 px."""
 
 
-def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "landcover", *args], check=True, cwd=REPO)
-
-
 def _train(work: Path, quick: bool) -> Path:
     run = work / "run"
     extra = ["--epochs", "3"] if quick else []
-    _cli("train", "--config", "configs/cpu.yaml", "--workers", "2", "--out", str(run), *extra)
+    landcover_cli(
+        "train", "--config", "configs/cpu.yaml", "--workers", "2", "--out", str(run), *extra
+    )
     return run / "checkpoints" / "best.pt"
 
 
@@ -84,7 +81,7 @@ def measure(checkpoint: Path, tiles: Path, maps: Path) -> list[dict[str, object]
     Returns:
         One row per distance band, then one for the tiles without image no-data.
     """
-    _cli("predict", str(tiles), "--checkpoint", str(checkpoint), "--out", str(maps),
+    landcover_cli("predict", str(tiles), "--checkpoint", str(checkpoint), "--out", str(maps),
          "--no-probs")  # fmt: skip
     mapping = resolve_mapping("chesapeake7")
     water = mapping.names.index("water")
@@ -131,7 +128,7 @@ def run(quick: bool, out: Path, checkpoint: Path | None = None) -> list[Goal]:
         if checkpoint is None:
             checkpoint = _train(work, quick)
         tiles = work / "unseen"
-        _cli("data", "synth", str(tiles), "--tiles", str(count), "--size", str(size),
+        landcover_cli("data", "synth", str(tiles), "--tiles", str(count), "--size", str(size),
              "--seed", str(UNSEEN_SEED), "--prefix", "fringe")  # fmt: skip
         rows = measure(checkpoint, tiles, work / "maps")
     ratio = round(

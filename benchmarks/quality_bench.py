@@ -20,22 +20,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, Goal, write_results
+from common import RESULTS, Goal, landcover_cli, write_results
 
 MIN_CLASS_IOU = 0.5
 MIN_MIOU = 0.80
 UNSEEN_SEED = 2026
-
-
-def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "landcover", *args], check=True, cwd=REPO)
 
 
 def _train_and_evaluate(
@@ -43,11 +38,11 @@ def _train_and_evaluate(
 ) -> dict[str, object]:
     run = work / name
     start = time.perf_counter()
-    _cli("train", "--config", config, "--workers", "2", "--out", str(run), *extra)
+    landcover_cli("train", "--config", config, "--workers", "2", "--out", str(run), *extra)
     train_s = time.perf_counter() - start
     evaluation = work / f"{name}-eval"
     checkpoint = run / "checkpoints" / "last.pt"
-    _cli(
+    landcover_cli(
         "evaluate", "--checkpoint", str(checkpoint), "--data", str(unseen), "--out", str(evaluation)
     )
     metrics = json.loads((evaluation / "metrics.json").read_text())
@@ -86,7 +81,7 @@ def run(quick: bool, out: Path) -> list[Goal]:
     with tempfile.TemporaryDirectory(prefix="landcover-quality-") as tmp:
         work = Path(tmp)
         unseen = work / "unseen"
-        _cli(
+        landcover_cli(
             "data", "synth", str(unseen), "--tiles", "2", "--size", "512",
             "--seed", str(UNSEEN_SEED), "--prefix", "unseen",
         )  # fmt: skip

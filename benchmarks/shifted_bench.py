@@ -31,14 +31,13 @@ import argparse
 import contextlib
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from common import REPO, RESULTS, Goal, write_results
+from common import RESULTS, Goal, landcover_cli, write_results
 
 MIN_CLASS_IOU = 0.5
 MAX_LAST_GAP = 0.03
@@ -70,12 +69,10 @@ VARIANTS: dict[str, list[str]] = {
 }
 
 
-def _cli(*args: str) -> None:
-    subprocess.run([sys.executable, "-m", "landcover", *args], check=True, cwd=REPO)
-
-
 def _evaluate(checkpoint: Path, data: Path, out: Path) -> dict[str, object]:
-    _cli("evaluate", "--checkpoint", str(checkpoint), "--data", str(data), "--out", str(out))
+    landcover_cli(
+        "evaluate", "--checkpoint", str(checkpoint), "--data", str(data), "--out", str(out)
+    )
     return json.loads((out / "metrics.json").read_text())
 
 
@@ -111,7 +108,7 @@ def train_and_score(
         shutil.rmtree(run)
     flags = [a for s in sets for a in ("--set", s)]
     start = time.perf_counter()
-    _cli(
+    landcover_cli(
         "train", "--config", "configs/cpu.yaml", "--workers", "2",
         "--data", str(world / "train"), "--set", f"data.val_root={world / 'val'}",
         "--out", str(run), *flags, *extra,
@@ -200,7 +197,7 @@ def run(
         work = Path(tmp)
         world = work / f"world-seed{seed}"
         if not (world / "manifest.csv").exists():
-            _cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(seed))
+            landcover_cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(seed))
         held: list[Goal] = []
         for name in wanted:  # the results file is written after each variant (hours in all)
             kept[name] = train_and_score(name, VARIANTS[name], world, work, extra)
