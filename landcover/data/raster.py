@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 
 import numpy as np
 import rasterio
 from rasterio.enums import Resampling
 from rasterio.errors import NodataShadowWarning, NotGeoreferencedWarning, RasterioError
-from rasterio.io import MemoryFile
 from rasterio.windows import Window
 
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid
 from landcover.data.bandview import band_count_problem, has_dataset_mask, image_view
+from landcover.data.maskfile import open_bytes, read_mask_file
 from landcover.data.nodatafill import zero_nodata
 from landcover.data.pairs import TilePair
 from landcover.data.resolution import on_grid, pixel_size_m, resampled_grid
@@ -70,15 +70,19 @@ def _open_error(path: str, exc: Exception) -> DataError:
 
 
 @contextmanager
-def open_raster(path: str, data: bytes | None = None) -> Iterator[rasterio.io.DatasetReader]:
+def open_raster(
+    path: str, data: bytes | None = None, mask: bytes | None = None
+) -> Iterator[rasterio.io.DatasetReader]:
     """Opens a raster from a path, a URL or bytes; every failure is a one-line DataError.
 
     Remote URLs (``az://``, ``abfs://``, ``memory://``) are read into memory first (through
-    :mod:`landcover.storage`) and opened as an in-memory file.
+    :mod:`landcover.storage`), with their external mask file where there is one
+    (:mod:`landcover.data.maskfile`), and opened as in-memory files.
 
     Args:
         path: The file or URL (named in messages).
         data: The file's bytes, if already fetched.
+        mask: The bytes of its external mask file (``path.msk``), if fetched with ``data``.
 
     Yields:
         The open dataset (closed on exit).
@@ -89,29 +93,21 @@ def open_raster(path: str, data: bytes | None = None) -> Iterator[rasterio.io.Da
     from landcover import storage
 
     silence_gdal()  # reads in threads outside rasterio's Env print no raw GDAL lines
-    memfile = None
-    try:
-        if data is None and storage.is_remote(path):
-            data = storage.read_bytes(path)
-        if data is not None:
-            memfile = MemoryFile(data)
-            ds = memfile.open()
-        else:
-            try:
-                open(path, "rb").close()
-            except OSError:
-                raise DataError(f"{path}: file not found or not readable") from None
-            ds = rasterio.open(path)
-    except RasterioError as exc:
-        if memfile is not None:
-            memfile.close()
-        raise _open_error(path, exc) from None
-    try:
+    with ExitStack() as stack:
+        try:
+            if data is None and storage.is_remote(path):
+                data, mask = storage.read_bytes(path), read_mask_file(path)
+            if data is not None:
+                ds = stack.enter_context(open_bytes(data, mask))
+            else:
+                try:
+                    open(path, "rb").close()
+                except OSError:
+                    raise DataError(f"{path}: file not found or not readable") from None
+                ds = stack.enter_context(rasterio.open(path))
+        except RasterioError as exc:
+            raise _open_error(path, exc) from None
         yield ds
-    finally:
-        ds.close()
-        if memfile is not None:
-            memfile.close()
 
 
 def check_image(
@@ -242,6 +238,7 @@ def read_pair(
     image_bytes: bytes | None = None,
     label_bytes: bytes | None = None,
     resolution: float | None = None,
+    image_mask_bytes: bytes | None = None,
 ) -> TileArrays:
     """Reads a tile pair into memory and encodes its labels as class indices.
 
@@ -256,6 +253,8 @@ def read_pair(
         image_bytes: The image file's bytes, if already fetched.
         label_bytes: The label file's bytes, if already fetched.
         resolution: Pixel size in metres to resample to; ``None`` keeps the image's grid.
+        image_mask_bytes: The bytes of the image's external mask file (``.msk``), fetched
+            with ``image_bytes`` (:func:`~landcover.data.maskfile.read_mask_file`).
 
     Returns:
         The tile in memory; pixels with image no-data (:func:`nodata_mask`) or ignored label
@@ -267,7 +266,7 @@ def read_pair(
             grid (labels on another grid or CRS are reprojected, nearest neighbour).
     """
     with (
-        open_raster(pair.image, image_bytes) as img_file,
+        open_raster(pair.image, image_bytes, image_mask_bytes) as img_file,
         open_raster(pair.label, label_bytes) as lab_ds,
         checked_image(img_file, pair.image, bands) as img_ds,
     ):

@@ -1,7 +1,8 @@
 """Loading a worker's share of tile pairs into memory once, with timing for the log.
 
 The files are fetched in parallel (from local disk, an NFS mount or blob storage, optionally
-through a local cache folder) and then decoded from memory, several at a time.
+through a local cache folder) and then decoded from memory, several at a time; an image's
+external mask file (``tile.tif.msk``), where it has one, is read with it.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from dataclasses import dataclass
 
 from landcover import storage
 from landcover.classes import ClassMapping
+from landcover.data.maskfile import read_mask_file
 from landcover.data.pairs import TilePair
 from landcover.data.raster import TileArrays, read_pair
 
@@ -81,7 +83,9 @@ def load_tiles(
     blobs = fetched.data
 
     def decode(i: int) -> TileArrays:
-        return read_pair(pairs[i], mapping, bands, blobs[2 * i], blobs[2 * i + 1], resolution)
+        # the image's external mask file, where it has one, read as the image is
+        mask = read_mask_file(pairs[i].image, cache_dir)
+        return read_pair(pairs[i], mapping, bands, blobs[2 * i], blobs[2 * i + 1], resolution, mask)
 
     with ThreadPoolExecutor(max_workers=max(1, min(concurrency, len(pairs)))) as pool:
         tiles = list(pool.map(decode, range(len(pairs))))

@@ -26,6 +26,7 @@ from rasterio.enums import Resampling
 from rasterio.errors import RasterioError
 
 from landcover import storage
+from landcover.data.maskfile import download_mask_file
 from landcover.data.nodatafill import zero_nodata
 from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import on_grid
@@ -193,6 +194,7 @@ class TileMapper:
                         raise DataError(f"{tile}: file not found")
                     local_tile = str(temp / "input" / storage.name(tile))
                     storage.download_file(tile, local_tile)
+                    download_mask_file(tile, local_tile)
             scratch = work.enter_context(scratch_folder(local_out))
             maps = self._predict_pixels(tile, local_tile, scratch, local_out)
         except BaseException:
