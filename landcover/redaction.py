@@ -14,20 +14,7 @@ checkpoint. Everything text-shaped we emit passes through :func:`redact`:
   ``summary.json``, STAC items, ``metrics.json``, ``job.yml``, manifests, ...) and the
   configuration stored in a checkpoint.
 
-What counts as a secret:
-
-- the value of every environment variable whose name marks a credential (``*KEY*``,
-  ``*SECRET*``, ``*TOKEN*``, ``*PASSWORD*``, ``*CONNECTION_STRING*``, ``*SAS*``, ...), e.g.
-  ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``, ``AZURE_CLIENT_SECRET``, wherever
-  it appears, also percent-encoded;
-- shared-access-signature fields in a URL query (``sig``, ``se``, ``sp``, ``sv``, ``st``, ...)
-  and ``sig=`` anywhere, also with ``?``, ``&`` and ``=`` percent-encoded;
-- the password in a URL's user part (``https://user:password@host``, an MLflow tracking URI);
-- connection-string parts (``AccountKey=``, ``SharedAccessSignature=``, ``SharedAccessKey=``);
-- bearer tokens (``Bearer ...``, ``Authorization: ...``), JSON web tokens, and 88-character
-  base64 storage account keys;
-- ``password=`` / ``client_secret=`` style assignments;
-- secrets learnt at run time (a Planetary Computer SAS token), given to :func:`register_secret`.
+What counts as a secret, and how it is found in text: :mod:`landcover.secretforms`.
 
 This module uses the standard library only, so every package may import it.
 """
@@ -37,100 +24,16 @@ from __future__ import annotations
 import io
 import logging
 import os
-import re
 import sys
 from collections.abc import Mapping
 from typing import Any, TextIO, TypeVar
 from urllib.parse import quote, unquote
 
+from landcover.secretforms import MIN_SECRET_LEN, TEXT_PATTERNS, secret_variable
+
 MASK = "***"
 
-# Environment variable names (upper case) that mark a credential.
-_SECRET_NAME = re.compile(
-    r"(KEY|SECRET|TOKEN|PASSWORD|PASSWD|PASSPHRASE|CONNECTION_STRING|SAS|CREDENTIAL|SIGNATURE)"
-)
-# Names that match the pattern above but hold no secret.
-_NOT_SECRET_NAMES = frozenset({"AZURE_STORAGE_ACCOUNT_NAME", "SSH_AUTH_SOCK", "PC_SDK_SAS_URL"})
-# Shorter values are not replaced: they would blank out ordinary words and numbers.
-_MIN_SECRET_LEN = 8
-
-# Shared-access-signature query fields (Azure's SAS, service and user delegation forms).
-_SAS_FIELDS = (
-    "sig|se|st|sp|sv|spr|srt|ss|sr|sip|sdd|skoid|sktid|skt|ske|sks|skv|saoid|suoid|scid|"
-    "rscc|rscd|rsce|rscl|rsct"
-)
-# a query value: up to the next field, quote, bracket or space (a colon ending a phrase is prose)
-_QUERY_VALUE = r"(?:[^&\s'\"#<>;,:)\]}]|:(?![\s'\"]|$))+"
-# ? & = also percent-encoded, once or twice (a whole URL quoted into a path or another URL's
-# query); a value after an encoded = runs to the next real separator, over encoded ones
-QMARK, AMP, EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3D)"
-"""Regular-expression pieces for a URL query's ``?``, ``&`` and ``=``, also percent-encoded
-(``landcover.storage.urls`` refuses such queries by the same rule)."""
-_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # a SAS field in a URL query (after ? or &)
-    (re.compile(rf"((?:{QMARK}|{AMP})(?:{_SAS_FIELDS}){EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
-    # a signature anywhere
-    (re.compile(rf"(\bsig{EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
-    # a password in a URL's user part (https://user:password@host)
-    (re.compile(r"(\b[a-z][a-z0-9+.\-]*://[^/\s:@'\"]*:)[^@\s/'\"]+(?=@)", re.I), r"\1"),
-    # connection-string parts
-    (
-        re.compile(
-            r"((?:AccountKey|SharedAccessSignature|SharedAccessKey|ClientSecret)\s*=\s*)"
-            r"[^;\s'\"]+",
-            re.I,
-        ),
-        r"\1",
-    ),
-    # HTTP authorization headers and bearer tokens
-    (re.compile(r"(\bBearer\s+)[A-Za-z0-9\-._~+/]+=*", re.I), r"\1"),
-    (re.compile(r"(\bAuthorization['\"]?\s*[:=]\s*['\"]?)(?!Bearer\b)[^\s'\",}]+", re.I), r"\1"),
-    # password- and secret-style assignments (password=..., client_secret: "...")
-    (
-        re.compile(
-            r"(\b(?:password|passwd|pwd|client_secret|clientsecret|account_key|accountkey|"
-            r"sas_token|sastoken)['\"]?\s*[:=]\s*)(?:\"[^\"]*\"|'[^']*'|[^\s'\",;&}]+)",
-            re.I,
-        ),
-        r"\1",
-    ),
-    # a shell assignment to a credential variable (export AZURE_STORAGE_ACCOUNT_KEY=...)
-    (
-        re.compile(
-            r"(\b[A-Z0-9_]*(?:KEY|SECRET|TOKEN|PASSWORD|PASSWD|CONNECTION_STRING|SAS)[A-Z0-9_]*"
-            r"=)(?!\$)(?:\"[^\"]*\"|'[^']*'|[^\s'\";&|]+)"
-        ),
-        r"\1",
-    ),
-    # a password on a command line (az login -p ..., --password ...)
-    (
-        re.compile(
-            r"((?:\baz\s+login\b[^\n]*?\s-p|--password|--client-secret|--account-key|"
-            r"--sas-token)(?:\s+|=))(?!\$)(?:\"[^\"]*\"|'[^']*'|[^\s'\"]+)"
-        ),
-        r"\1",
-    ),
-    # JSON web tokens (Azure AD access tokens)
-    (re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]*"), ""),
-    # a storage account key: 64 random bytes in base64 (86 characters and '==')
-    (re.compile(r"(?<![A-Za-z0-9+/])[A-Za-z0-9+/]{86}=="), ""),
-)
-
 T = TypeVar("T")
-
-
-def secret_variable(name: str) -> bool:
-    """Whether an environment variable's name marks a credential.
-
-    Args:
-        name: The variable's name.
-
-    Returns:
-        True for names such as ``AZURE_STORAGE_ACCOUNT_KEY``, ``AZURE_STORAGE_SAS_TOKEN``,
-        ``AZURE_CLIENT_SECRET`` or ``AZURE_STORAGE_CONNECTION_STRING``.
-    """
-    upper = name.upper()
-    return upper not in _NOT_SECRET_NAMES and bool(_SECRET_NAME.search(upper))
 
 
 def environ_snapshot() -> dict[str, str]:
@@ -157,7 +60,7 @@ def environ_snapshot() -> dict[str, str]:
 def _forms(value: str) -> set[str]:  # a secret as it may be printed: ?-less, percent-encoded
     bare = {value.strip(), value.strip().lstrip("?")}
     forms = {f for b in bare for f in (b, quote(b, safe=""), quote(b, safe="=&"))}
-    return {form for form in forms if len(form) >= _MIN_SECRET_LEN}
+    return {form for form in forms if len(form) >= MIN_SECRET_LEN}
 
 
 def environment_secrets(env: Mapping[str, str] | None = None) -> list[str]:
@@ -211,7 +114,7 @@ def redact(text: str, env: Mapping[str, str] | None = None) -> str:
     for secret in sorted({*environment_secrets(env), *_RUNTIME_SECRETS}, key=len, reverse=True):
         if secret in text:
             text = text.replace(secret, MASK)
-    for pattern, keep in _PATTERNS:
+    for pattern, keep in TEXT_PATTERNS:
         text = pattern.sub(lambda m, k=keep: m.expand(k) + MASK, text)
     return text
 

@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from landcover.redaction import AMP, EQUALS, QMARK, redact
+from landcover.redaction import redact
+from landcover.secretforms import AMP, EQUALS, QMARK
 from landcover.storage.errors import StorageError
 
 AZURE_PROTOCOLS = ("az", "abfs", "abfss")

@@ -536,6 +536,54 @@ def test_redact_removes_encoded_signatures_and_url_passwords(text: str, secret: 
     assert secret not in cleaned and "***" in cleaned
 
 
+# Other hosts' signed URLs (NAIP is also on AWS): S3 SigV4 and SigV2, GCS V4, CloudFront.
+S3_V4 = (
+    "https://naip-analytic.s3.amazonaws.com/md/2018/m_3807503_ne_18_060_20181104.tif"
+    "?X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAS3CREDENTIAL1%2F20261129%2F"
+    "us-west-2%2Fs3%2Faws4_request&X-Amz-Date=20261129T000000Z&X-Amz-Expires=3600"
+    "&X-Amz-Security-Token=S3SESSIONTOKEN2&X-Amz-SignedHeaders=host"
+    "&X-Amz-Signature=S3SIGNATURE3"
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "secrets", "kept"),
+    [
+        (f"read {S3_V4} failed", ["AKIAS3CREDENTIAL1", "S3SESSIONTOKEN2", "S3SIGNATURE3"],
+         "X-Amz-Date=20261129T000000Z"),
+        ("https://b.s3.amazonaws.com/k.tif?AWSAccessKeyId=AKIAV2KEY4&Expires=1&Signature=V2SIG5",
+         ["AKIAV2KEY4", "V2SIG5"], "Expires=1"),
+        ("https://storage.googleapis.com/b/k.tif?X-Goog-Algorithm=GOOG4-RSA-SHA256"
+         "&X-Goog-Credential=GCSCRED6&X-Goog-Signature=GCSSIG7", ["GCSCRED6", "GCSSIG7"],
+         "X-Goog-Algorithm=GOOG4-RSA-SHA256"),
+        ("https://d1.cloudfront.net/k.tif?Policy=CFPOLICY8&Signature=CFSIG9&Key-Pair-Id=CFKEY10",
+         ["CFPOLICY8", "CFSIG9", "CFKEY10"], "https://d1.cloudfront.net/k.tif?"),
+        ("https://tiles.example/x.tif?access_token=TOKEN11&key=APIKEY12&z=3",
+         ["TOKEN11", "APIKEY12"], "&z=3"),
+    ],
+)  # fmt: skip
+def test_redact_removes_other_clouds_signed_url_credentials(
+    text: str, secrets: list[str], kept: str
+) -> None:
+    cleaned = redact(text, env={})
+    for secret in secrets:
+        assert secret not in cleaned
+    assert kept in cleaned
+
+
+def test_an_s3_presigned_url_is_not_printed_in_clear(checkpoint: Path, tmp_path: Path) -> None:
+    """landcover refuses the URL (it reads Azure Blob, not S3); the refusal keeps the secrets
+    out of what it prints and writes."""
+    out = tmp_path / "maps"
+    result = run_cli("predict", S3_V4, "--checkpoint", str(checkpoint), "--out", str(out))
+    assert result.returncode != 0
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
+    assert len(errors) == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "m_3807503_ne_18_060_20181104.tif" in errors[0]  # the user sees which input
+    secrets = ["AKIAS3CREDENTIAL1", "S3SESSIONTOKEN2", "S3SIGNATURE3"]
+    _assert_nowhere(secrets, [result.stdout + result.stderr], _written_files(out))
+
+
 def test_a_blob_url_with_an_encoded_signature_is_refused(tmp_path: Path) -> None:
     """``?``, ``&`` and ``=`` percent-encoded still make a signature in a blob URL: refused,
     redacted, before anything is read."""
