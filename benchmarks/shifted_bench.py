@@ -197,7 +197,10 @@ def run(
         work = Path(tmp)
         world = work / f"world-seed{seed}"
         if not (world / "manifest.csv").exists():
-            landcover_cli("data", "synth", str(world), "--profile", "shifted", "--seed", str(seed))
+            landcover_cli(  # a world left unfinished is written again
+                "data", "synth", str(world), "--profile", "shifted", "--seed", str(seed),
+                "--overwrite",
+            )  # fmt: skip
         held: list[Goal] = []
         for name in wanted:  # the results file is written after each variant (hours in all)
             kept[name] = train_and_score(name, VARIANTS[name], world, work, extra)

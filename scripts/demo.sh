@@ -14,7 +14,7 @@ $LC train --config configs/cpu.yaml --workers 2 --out "$RUN" "$@"
 SAMPLE=$($LC data sample)
 $LC predict "$SAMPLE/sample_011_naip.tif" --checkpoint "$RUN/checkpoints/best.pt" --out "$RUN/predictions"
 
-$LC data synth "$RUN/unseen" --tiles 2 --size 512 --seed 2026 --prefix unseen
+$LC data synth "$RUN/unseen" --tiles 2 --size 512 --seed 2026 --prefix unseen --overwrite
 $LC evaluate --checkpoint "$RUN/checkpoints/best.pt" --data "$RUN/unseen" --out "$RUN/evaluation"
 
 echo

@@ -38,6 +38,10 @@ def data_synth(
     profile: Annotated[
         str, typer.Option(help="easy (one radiometry, the built-in sample) or shifted.")
     ] = "easy",
+    overwrite: Annotated[
+        bool,
+        typer.Option(help="Remove the PREFIX_* tile pairs already in OUT first, then write."),
+    ] = False,
 ) -> None:
     """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs.
 
@@ -52,6 +56,9 @@ def data_synth(
     canopy. OUT/train_reflown: the training scenes (same labels) as a flight
     no split saw. OUT/flights.csv: each tile's flight and its parameters.
     OUT/manifest.csv (image,label,split) for data.manifest.
+
+    A folder that already holds PREFIX_* tiles is refused (the two sets would
+    mix: same names, other sizes or seeds); --overwrite removes them first.
     """
     from landcover.diskerrors import check_output_folder
 
@@ -60,6 +67,7 @@ def data_synth(
             f"unknown profile {profile!r} (easy or shifted)", param_hint="--profile"
         )
     check_output_folder(out)
+    _clear_or_refuse(out, prefix, profile, overwrite)
     if profile == "easy":
         from landcover.synthetic.synthetic import write_synthetic_dataset
 
@@ -81,6 +89,24 @@ def data_synth(
         }
         listed = ", ".join(f"{n} {s}" for s, n in counts.items())
         typer.echo(f"wrote {listed} tile pairs of {size}x{size} px to {out}")
+
+
+def _clear_or_refuse(out: Path, prefix: str, profile: str, overwrite: bool) -> None:
+    """Refuses an output folder holding synthetic tiles of the prefix, or clears them."""
+    from landcover.errors import DataError
+    from landcover.synthetic.shifted import REFLOWN, SPLITS
+    from landcover.synthetic.tiffile import pairs_written_before
+
+    folders = [out] if profile == "easy" else [out / s for s in (*SPLITS, REFLOWN)]
+    found = pairs_written_before(folders, prefix)
+    if found and not overwrite:
+        raise DataError(
+            f"{out} already holds {len(found)} {prefix}_* tile files (such as {found[0].name}): "
+            "a second set would mix with them; write to another folder, choose another "
+            "--prefix, or pass --overwrite to replace them"
+        )
+    for path in found:
+        path.unlink()
 
 
 @data_app.command("sample")

@@ -39,3 +39,22 @@ def write_tif(path: Path, array: np.ndarray, profile: dict, descriptions: list[s
     finally:
         if tmp.exists():
             tmp.unlink()
+
+
+def pairs_written_before(folders: list[Path], prefix: str) -> list[Path]:
+    """Synthetic tile files that a writer with ``prefix`` finds already where it writes.
+
+    Args:
+        folders: The folders it writes tiles into.
+        prefix: The file-name prefix of the tiles to write.
+
+    Returns:
+        The ``{prefix}_*_naip.tif`` and ``{prefix}_*_lc.tif`` files there, sorted.
+    """
+    return sorted(
+        path
+        for folder in folders
+        if folder.is_dir()
+        for suffix in ("_naip.tif", "_lc.tif")
+        for path in folder.glob(f"{prefix}_*{suffix}")
+    )

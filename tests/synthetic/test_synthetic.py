@@ -16,6 +16,8 @@ from landcover.synthetic.synthetic import (
     write_synthetic_dataset,
 )
 
+from conftest import assert_one_line_error, run_cli
+
 CLASSES = {1, 2, 3, 4, 5, 6}
 
 
@@ -124,3 +126,31 @@ def test_scene_arrays_and_bad_input(tmp_path: Path) -> None:
         write_pair(tmp_path, "bad", image[:3], label, (0.0, 0.0))
     with pytest.raises(ValueError):
         write_pair(tmp_path, "bad", image, label[:-1], (0.0, 0.0))
+
+
+def _sizes(folder: Path) -> dict[str, int]:
+    sizes = {}
+    for path in sorted(folder.glob("*_naip.tif")):
+        with rasterio.open(path) as ds:
+            sizes[path.name] = ds.width
+    return sizes
+
+
+def test_synth_into_a_folder_of_its_tiles_is_refused_and_overwrite_replaces_them(
+    tmp_path: Path,
+) -> None:
+    """A second ``data synth`` into the same folder would leave a mix (new small tiles beside
+    old large ones, silently); it is refused, and ``--overwrite`` writes the new set alone."""
+    out = tmp_path / "d"
+    first = run_cli("data", "synth", str(out), "--tiles", "3", "--size", "64")
+    assert first.returncode == 0, first.stderr
+    second = ("data", "synth", str(out), "--tiles", "2", "--size", "32", "--seed", "5")
+    assert_one_line_error(run_cli(*second), str(out), "6 synth_* tile files", "--overwrite")
+    assert _sizes(out) == {f"synth_00{i}_naip.tif": 64 for i in range(3)}  # untouched
+    # another prefix is another set: it may share the folder
+    other = run_cli("data", "synth", str(out), "--tiles", "1", "--size", "32", "--prefix", "b")
+    assert other.returncode == 0, other.stderr
+    replaced = run_cli(*second, "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    assert _sizes(out) == {"b_000_naip.tif": 32, "synth_000_naip.tif": 32, "synth_001_naip.tif": 32}
+    assert len(list(out.glob("*_lc.tif"))) == 3
