@@ -169,6 +169,19 @@ def resolve_entry(folder: str, path: str) -> str:
     return storage.join(folder, path)
 
 
+def data_source(data: DataConfig, root: str) -> str:
+    """What a run's pairs are read from, as its log names it.
+
+    Args:
+        data: The data configuration.
+        root: The data folder (``data.root`` or the built-in sample's folder).
+
+    Returns:
+        The manifest (``data.manifest``, which overrides the folder) when set, else ``root``.
+    """
+    return f"manifest {data.manifest}" if data.manifest else root
+
+
 def split_pairs(data: DataConfig, root: str) -> SplitPairs:
     """Resolves the training and validation pairs of a data configuration.
 

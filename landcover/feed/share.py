@@ -16,7 +16,7 @@ import torch
 
 from landcover.config import Config
 from landcover.data.normalize import TileStats
-from landcover.data.pairs import SplitPairs, TilePair
+from landcover.data.pairs import SplitPairs, TilePair, data_source
 from landcover.data.raster import TileArrays
 from landcover.data.sharding import counts_once, shard
 from landcover.data.stats import DataStats
@@ -135,7 +135,7 @@ def load_share(
         where,
         len(mine),
         2 * len(mine),
-        root,
+        data_source(cfg, root),
     )
     tiles, report = load_tiles(mine, cfg.classes, bands, **fetch)
     log.info(

@@ -19,7 +19,7 @@ import logging
 
 from landcover import storage
 from landcover.config import Config
-from landcover.data.pairs import SplitPairs, split_pairs
+from landcover.data.pairs import SplitPairs, data_source, split_pairs
 from landcover.data.raster import inspect_pair
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, SignalledError
@@ -71,7 +71,7 @@ def preflight(config: Config, in_process: bool) -> SplitPairs:
         size = f"{pixels / 1e6:.1f} Mpx"
     log.info(
         "data %s: %d training and %d validation tiles (%s), classes %s (%s)",
-        root,
+        data_source(config.data, root),
         len(train),
         len(val),
         size,

@@ -340,6 +340,28 @@ def test_without_ema_the_checkpoint_holds_the_raw_weights_only(
     assert state.train_model == {} and state.ema_updates == 0
 
 
+def test_a_run_from_a_manifest_names_the_manifest_in_its_log(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """A manifest overrides the data folder; the log said the folder (the built-in sample when
+    none was given) was read, as if the manifest had been ignored."""
+    names = sorted(p.name[: -len("_naip.tif")] for p in tiny_data.glob("*_naip.tif"))[:3]
+    manifest = tmp_path / "pairs.csv"
+    rows = [f"{tiny_data / n}_naip.tif,{tiny_data / n}_lc.tif,{s}" for n, s in zip(
+        names, ["train", "train", "val"], strict=True
+    )]  # fmt: skip
+    manifest.write_text("image,label,split\n" + "\n".join(rows) + "\n")
+    args = ["train", "--config", str(tiny_config), "--out", str(tmp_path / "run")]
+    result = run_cli(
+        *args, "--set", f"data.manifest={manifest}", "--epochs", "1", "--workers", "1",
+        "--samples-per-epoch", "8",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert f"data manifest {manifest}: 2 training and 1 validation tiles" in result.stderr
+    assert f"fetching its 2 training tiles (4 files) from manifest {manifest}" in result.stderr
+    assert "sample" not in result.stderr.split("fetching its", 1)[1].split("\n", 1)[0]
+
+
 # --- model selection on validation tiles only ---------------------------------------------
 
 
