@@ -8,7 +8,7 @@ from landcover.classes import IGNORE_INDEX, PRESETS, resolve_mapping
 from landcover.config import load_config
 from landcover.errors import ConfigError
 
-from conftest import REPO
+from conftest import REPO, assert_one_line_error, run_cli
 
 
 def test_chesapeake7_maps_codes_and_ignores_nodata() -> None:
@@ -172,3 +172,31 @@ def test_include_errors_are_one_line(tmp_path: Path, text: str, needle: str) -> 
         load_config(cfg)
     assert needle in str(info.value)
     assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize(
+    ("text", "needle"),
+    [
+        ("optim:\n  lr: 0.1\n\tbatch_size: 4\n", "line 3, column 1: found character '\\t'"),
+        ('optim:\n  lr: "0.1\n  epochs: 3\n', "while scanning a quoted scalar"),
+        ("optim:\n  lr: 0.1\n   epochs: 3\n", "line 3, column 10: mapping values are not allowed"),
+    ],
+)
+def test_a_config_that_is_not_yaml_says_where(tmp_path: Path, text: str, needle: str) -> None:
+    """A tab, an unclosed quote, a key indented under a value: the line and column, not only
+    the parser's class name."""
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        load_config(cfg)
+    assert f"{cfg}: not valid YAML: " in str(info.value)
+    assert needle in str(info.value)
+    assert "\n" not in str(info.value)
+
+
+def test_a_set_value_that_is_not_yaml_is_a_one_line_error() -> None:
+    """``--set model.decoder_channels=[64,32`` (an unclosed list) was a bare traceback."""
+    result = run_cli("train", "--set", "model.decoder_channels=[64,32", "--epochs", "1")
+    assert_one_line_error(
+        result, "--set model.decoder_channels: the value is not valid YAML: column 7"
+    )

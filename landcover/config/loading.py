@@ -13,7 +13,7 @@ from pydantic import ValidationError
 
 from landcover.config.root import Config
 from landcover.config.run import RunConfig
-from landcover.config.yamlfile import DuplicateKeyError, load_yaml
+from landcover.config.yamlfile import DuplicateKeyError, load_yaml, yaml_problem
 from landcover.errors import ConfigError, first_line
 
 
@@ -45,7 +45,7 @@ def parse_override(text: str) -> tuple[str, Any]:
         The dotted key and the parsed value.
 
     Raises:
-        ConfigError: If the text has no ``=``.
+        ConfigError: If the text has no ``=`` or its value is not valid YAML.
     """
     if "=" not in text:
         raise ConfigError(f"--set {text!r}: expected section.key=value")
@@ -54,6 +54,9 @@ def parse_override(text: str) -> tuple[str, Any]:
         return key.strip(), load_yaml(raw)
     except DuplicateKeyError as exc:
         raise ConfigError(f"--set {key.strip()}: key {exc.key!r} appears twice") from None
+    except yaml.YAMLError as exc:
+        problem = yaml_problem(exc).removeprefix("line 1, ")
+        raise ConfigError(f"--set {key.strip()}: the value is not valid YAML: {problem}") from None
 
 
 def deep_merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -85,7 +88,9 @@ def _read_yaml(path: Path, what: str) -> dict[str, Any]:
             f"{path}: line {exc.line}: key {exc.key!r} appears twice in the same section (first "
             f"on line {exc.first}); YAML allows a key once: remove one"
         ) from None
-    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {yaml_problem(exc)}") from None
+    except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: not a readable YAML file ({exc.__class__.__name__})") from None
     if loaded is not None and not isinstance(loaded, dict):
         raise ConfigError(f"{path}: a config file must be a YAML mapping")

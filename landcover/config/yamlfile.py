@@ -75,3 +75,21 @@ def load_yaml(text: str) -> Any:
         yaml.YAMLError: If the text is not YAML.
     """
     return yaml.load(text, Loader=UniqueKeyLoader)  # a SafeLoader: no Python objects
+
+
+def yaml_problem(exc: yaml.YAMLError) -> str:
+    """Where and why a YAML text failed to parse, in one line (no quoted content).
+
+    Args:
+        exc: PyYAML's error.
+
+    Returns:
+        ``line L, column C: <problem> (<context>)`` for a parse error with a position (a tab
+        in the indentation, an unclosed quote, a ``key: value`` under a plain scalar);
+        otherwise the error's class name.
+    """
+    if isinstance(exc, yaml.MarkedYAMLError) and exc.problem_mark is not None:
+        mark = exc.problem_mark
+        context = f" ({exc.context})" if exc.context else ""
+        return f"line {mark.line + 1}, column {mark.column + 1}: {exc.problem}{context}"
+    return exc.__class__.__name__
