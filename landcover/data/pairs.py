@@ -48,7 +48,12 @@ def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[Tile
             writing it), a file has no partner, or there are no pairs.
         StorageError: If listing a remote folder fails.
     """
-    if not storage.exists(root) or storage.is_file(root):
+    if storage.is_file(root):
+        raise DataError(
+            f"{root}: a file, not a folder of {{name}}{image_suffix} / {{name}}{label_suffix} "
+            "pairs (a CSV list of pairs is set as data.manifest)"
+        )
+    if not storage.exists(root):
         raise DataError(f"{root}: data folder not found")
     entries = {storage.name(url): url for url in storage.listdir(root)}
     if INCOMPLETE_MARKER in entries:  # a data prepare that failed or is running

@@ -61,6 +61,14 @@ def test_missing_folder(tmp_path: Path, tiny_config: Path) -> None:
     assert_one_line_error(result, "nope", "data folder not found")
 
 
+def test_a_file_given_as_the_data_folder(data: Path, tiny_config: Path, tmp_path: Path) -> None:
+    """A tile given to --data exists: the message says it is a file, not that it is missing."""
+    tile = next(data.glob("*_naip.tif"))
+    result = _train(tile, tiny_config, tmp_path)
+    error = assert_one_line_error(result, str(tile), "a file, not a folder", "data.manifest")
+    assert "not found" not in error
+
+
 def test_missing_partner(data: Path, tiny_config: Path, tmp_path: Path) -> None:
     (data / "synth_001_lc.tif").unlink()
     result = _train(data, tiny_config, tmp_path)
