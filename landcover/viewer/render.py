@@ -51,6 +51,8 @@ CACHED_TILES = 1024
 READ_THREADS = 4
 """Job tiles read at once for one map tile."""
 _TMS = morecantile.tms.get("WebMercatorQuad")
+MAX_ZOOM = _TMS.maxzoom
+"""The deepest zoom of the Web Mercator grid (24, about 1 cm a pixel): none is drawn below."""
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,13 @@ Routes (GET):
 - ``/api/pixel?lon=X&lat=Y``: the class and probabilities there (:mod:`.pixel`), ``null``
   where the job has no class;
 - ``/tiles/LAYER/Z/X/Y.png``: a map tile (:mod:`.render`), transparent where nothing is
-  mapped.
+  mapped; 404 for a tile off the Web Mercator grid (zoom 0 to :data:`.render.MAX_ZOOM`,
+  column and row 0 to 2^zoom - 1) or of an unknown layer.
+
+A request the server cannot answer is never a dropped connection nor a traceback on the
+console: an error reading the job's files, or any other in a handler, is a 500 and one warning
+line (:meth:`ViewerHandler.do_GET`); anything else that escapes a request (a client gone
+meanwhile, say) is one line too (:meth:`ViewerServer.handle_error`).
 """
 
 from __future__ import annotations
@@ -21,8 +27,12 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import mimetypes
+import re
 import socket
+import sys
+from contextlib import suppress
 from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -37,7 +47,7 @@ from rio_tiler.utils import render
 from landcover.errors import DataError, first_line
 from landcover.viewer.job import ViewerJob
 from landcover.viewer.pixel import pixel_at
-from landcover.viewer.render import LAYERS, TILE_SIZE, TileRenderer
+from landcover.viewer.render import LAYERS, MAX_ZOOM, TILE_SIZE, TileRenderer
 
 log = logging.getLogger("landcover")
 
@@ -48,6 +58,30 @@ EMPTY_TILE = render(
     img_format="PNG",
 )
 """A transparent map tile: where the job maps nothing."""
+_NUMBER = re.compile(r"[0-9]{1,9}")
+"""A tile's zoom, column or row as a URL gives it (no sign, no ``_``, ASCII digits)."""
+
+
+def tile_address(zxy: list[str]) -> tuple[int, int, int] | None:
+    """A map tile's zoom, column and row, from a tile URL's last three parts.
+
+    Args:
+        zxy: ``Z``, ``X`` and ``Y.png``.
+
+    Returns:
+        ``(z, x, y)``, or ``None`` when they are not whole numbers or the tile is not on the
+        Web Mercator grid (zoom 0 to :data:`~landcover.viewer.render.MAX_ZOOM`, column and row
+        0 to 2^zoom - 1).
+    """
+    if len(zxy) != 3 or not zxy[2].endswith(".png"):
+        return None
+    texts = (zxy[0], zxy[1], zxy[2].removesuffix(".png"))
+    if not all(_NUMBER.fullmatch(t) for t in texts):
+        return None
+    z, x, y = (int(t) for t in texts)
+    if z > MAX_ZOOM or x >= 2**z or y >= 2**z:
+        return None
+    return z, x, y
 
 
 def job_document(job: ViewerJob) -> dict[str, Any]:
@@ -90,6 +124,19 @@ class ViewerServer(ThreadingHTTPServer):
         self.job = job
         self.renderer = TileRenderer(job)
         super().__init__(address, ViewerHandler)
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """What escapes a request's handling is one line, not socketserver's traceback.
+
+        A client that went away meanwhile is said at debug level only.
+        """
+        exc = sys.exc_info()[1]
+        if exc is None or isinstance(exc, ConnectionError):
+            log.debug("view: %s: %s", client_address, exc)
+            return
+        log.warning(
+            "view: a request from %s failed: %s", client_address[0], first_line(exc, typed=True)
+        )
 
     @property
     def url(self) -> str:
@@ -136,27 +183,40 @@ class ViewerHandler(BaseHTTPRequestHandler):
         self.send(b"not found", "text/plain", HTTPStatus.NOT_FOUND)
 
     def do_GET(self) -> None:
-        """Routes a GET (see the module)."""
+        """Routes a GET (see the module): any error in a handler is a 500 and one line."""
+        try:
+            self.route()
+        except ConnectionError as exc:  # the client went away: no one to answer
+            log.debug("view: %s: %s", self.path, exc)
+        except (RasterioError, OSError) as exc:
+            self.failed(first_line(exc))
+        except Exception as exc:  # a bug, or a file the job did not write so: one line
+            self.failed(first_line(exc, typed=True))
+
+    def failed(self, reason: str) -> None:
+        """Logs a request that failed in one line and answers it 500 (if the client is there)."""
+        log.warning("view: %s: %s", self.path, reason)
+        with suppress(OSError):
+            self.send(reason.encode(), "text/plain", HTTPStatus.INTERNAL_SERVER_ERROR)
+
+    def route(self) -> None:
+        """Answers a GET by its path (see the module)."""
         url = urlparse(self.path)
         parts = [p for p in url.path.split("/") if p]
-        try:
-            if not parts:
-                self.static(["index.html"])
-            elif parts[0] == "static":
-                self.static(parts[1:])
-            elif parts == ["api", "job"]:
-                self.send_json(job_document(self.server.job))
-            elif parts == ["api", "aoi"] and self.server.job.aoi is not None:
-                self.send_json(self.server.job.aoi)
-            elif parts == ["api", "pixel"]:
-                self.pixel(parse_qs(url.query))
-            elif parts[0] == "tiles" and len(parts) == 5 and parts[1] in LAYERS:
-                self.tile(parts[1], parts[2:])
-            else:
-                self.not_found()
-        except (RasterioError, OSError) as exc:
-            log.warning("view: %s: %s", url.path, first_line(exc))
-            self.send(first_line(exc).encode(), "text/plain", HTTPStatus.INTERNAL_SERVER_ERROR)
+        if not parts:
+            self.static(["index.html"])
+        elif parts[0] == "static":
+            self.static(parts[1:])
+        elif parts == ["api", "job"]:
+            self.send_json(job_document(self.server.job))
+        elif parts == ["api", "aoi"] and self.server.job.aoi is not None:
+            self.send_json(self.server.job.aoi)
+        elif parts == ["api", "pixel"]:
+            self.pixel(parse_qs(url.query))
+        elif parts[0] == "tiles" and len(parts) == 5 and parts[1] in LAYERS:
+            self.tile(parts[1], parts[2:])
+        else:
+            self.not_found()
 
     def static(self, parts: list[str]) -> None:
         """A file of the page (only under ``static/``: no ``..``)."""
@@ -175,18 +235,20 @@ class ViewerHandler(BaseHTTPRequestHandler):
         try:
             lon, lat = float(query["lon"][0]), float(query["lat"][0])
         except (KeyError, ValueError):
+            lon = lat = math.nan
+        if not (math.isfinite(lon) and math.isfinite(lat)):
             self.send(b"lon and lat, in degrees", "text/plain", HTTPStatus.BAD_REQUEST)
             return
         report = pixel_at(self.server.job, lon, lat)
         self.send_json(asdict(report) if report is not None else None)
 
     def tile(self, layer: str, zxy: list[str]) -> None:
-        """A map tile: ``Z``, ``X``, ``Y.png``."""
-        try:
-            z, x, y = int(zxy[0]), int(zxy[1]), int(zxy[2].removesuffix(".png"))
-        except ValueError:
+        """A map tile: ``Z``, ``X``, ``Y.png`` (404 off the grid: :func:`tile_address`)."""
+        address = tile_address(zxy)
+        if address is None:
             self.not_found()
             return
+        z, x, y = address
         png = self.server.renderer.png(layer, z, x, y)
         self.send(png if png is not None else EMPTY_TILE, "image/png", cache=True)
 

@@ -1,0 +1,149 @@
+"""landcover view: requests the page never makes are answered, one line at most, never dropped.
+
+A real predict job's folder is served as the CLI serves it (``python -m landcover view DIR
+--port 0 --no-browser``) and asked over HTTP, as curl or a stale browser tab would ask it: map
+tiles off the Web Mercator grid, numbers that are not whole, unknown layers, a point that is
+not one; and a class map replaced, while the server runs, by one without a CRS, whose pixel
+cannot be read. Each gets an HTTP reply, the console stays quiet (no traceback, no library
+warnings) and the server goes on serving.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import shutil
+import socket
+import struct
+import time
+from pathlib import Path
+from urllib.request import urlopen
+
+import morecantile
+import pytest
+import rasterio
+from browser import Viewer, serve
+
+from conftest import run_cli
+
+BAD_TILES = [
+    "/tiles/classes/-1/0/0.png",  # negative zoom: morecantile's OverflowError, once
+    "/tiles/classes/99999/0/0.png",  # absurd zoom
+    "/tiles/classes/25/0/0.png",  # below the grid's deepest zoom (24)
+    "/tiles/classes/3/8/0.png",  # column 8 of 0..7
+    "/tiles/classes/3/0/8.png",
+    "/tiles/classes/3/99/0.png",
+    "/tiles/truecolor/3/0/-5.png",
+    "/tiles/classes/3/-1/0.png",
+    "/tiles/classes/1e3/0/0.png",  # not whole numbers
+    "/tiles/classes/1/0.5/0.png",
+    "/tiles/classes/1/1_0/0.png",
+    "/tiles/classes/1/0/0.jpg",
+    "/tiles/classes/1/0/0",
+    "/tiles/nope/1/0/0.png",  # no such layer
+    "/tiles/classes/1/0/0/0.png",
+]
+
+
+@pytest.fixture(scope="module")
+def job(quick_checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A real region job of two tiny tiles."""
+    out = tmp_path_factory.mktemp("job")
+    tiles = [str(tiny_data / f"synth_00{i}_naip.tif") for i in (0, 1)]
+    result = run_cli("predict", *tiles, "-k", str(quick_checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    return out
+
+
+def status(viewer: Viewer, path: str) -> int | str:
+    """The HTTP status of a GET, or why no reply came."""
+    connection = http.client.HTTPConnection(viewer.netloc, timeout=30)
+    try:
+        connection.request("GET", path)
+        reply = connection.getresponse()
+        reply.read()
+        return reply.status
+    except (http.client.HTTPException, OSError) as exc:
+        return f"no reply ({type(exc).__name__})"
+    finally:
+        connection.close()
+
+
+def tile_of(job: Path, zoom: int) -> str:
+    """The path of a class-map tile on the job's first tile."""
+    item = json.loads((job / "stac_items.json").read_text())["features"][0]
+    west, south, east, north = item["bbox"]
+    tile = morecantile.tms.get("WebMercatorQuad").tile((west + east) / 2, (south + north) / 2, zoom)
+    return f"/tiles/classes/{tile.z}/{tile.x}/{tile.y}.png"
+
+
+def test_tiles_off_the_grid_are_404_and_the_console_stays_quiet(job: Path) -> None:
+    viewer = Viewer(job)
+    try:
+        answers = {path: status(viewer, path) for path in BAD_TILES}
+        good = tile_of(job, 18)
+        with urlopen(viewer.url.rstrip("/") + good, timeout=30) as reply:
+            assert reply.status == 200 and reply.read(8) == b"\x89PNG\r\n\x1a\n"
+    finally:
+        console = viewer.stop()
+    assert answers == dict.fromkeys(BAD_TILES, 404)
+    assert others(console) == [], console  # no traceback, no morecantile warning: nothing
+
+
+def test_a_point_that_is_not_one_is_400(job: Path) -> None:
+    for viewer in serve(job):
+        for query in ("lon=nan&lat=38.8", "lon=-76.7&lat=inf", "lon=x&lat=1", "lat=38.8"):
+            assert status(viewer, f"/api/pixel?{query}") == 400, query
+        assert status(viewer, "/api/pixel?lon=-76.7&lat=38.8") == 200
+
+
+def test_a_handler_that_fails_is_a_500_and_one_line_and_the_server_goes_on(
+    job: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "job"
+    shutil.copytree(job, folder, ignore=shutil.ignore_patterns("*.vrt"))
+    item = json.loads((folder / "stac_items.json").read_text())["features"][1]
+    west, south, east, north = item["bbox"]
+    point = f"lon={(west + east) / 2}&lat={(south + north) / 2}"
+    viewer = Viewer(folder)
+    try:
+        assert status(viewer, f"/api/pixel?{point}") == 200
+        class_map = folder / f"{item['id']}_class.tif"
+        with rasterio.open(class_map) as ds:  # the same pixels, no CRS: rasterio's CRSError
+            profile = {
+                k: ds.profile[k]
+                for k in ("count", "width", "height", "dtype", "nodata", "transform")
+            }
+            classes = ds.read()
+        with rasterio.open(class_map, "w", driver="GTiff", **profile) as ds:
+            ds.write(classes)
+        answers = [status(viewer, f"/api/pixel?{point}") for _ in range(2)]
+        assert status(viewer, "/api/job") == 200
+    finally:
+        console = viewer.stop()
+    assert answers == [500, 500]
+    lines = others(console)
+    assert len(lines) == 2 and all("/api/pixel" in line and "CRS" in line for line in lines), (
+        console
+    )
+
+
+def test_a_client_gone_mid_request_leaves_the_console_quiet(job: Path) -> None:
+    # a browser cancels the tiles it no longer needs: here, a reset before the headers end
+    viewer = Viewer(job)
+    try:
+        client = socket.create_connection(("127.0.0.1", int(viewer.netloc.rsplit(":", 1)[1])))
+        client.sendall(b"GET /api/job HTTP/1.1\r\nHost: x\r\n")
+        time.sleep(0.3)  # the server reads the headers
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        client.close()  # linger 0: a reset
+        time.sleep(0.3)
+        assert status(viewer, "/api/job") == 200
+    finally:
+        console = viewer.stop()
+    assert others(console) == [], console
+
+
+def others(console: str) -> list[str]:
+    """The console's lines but the server's own two (serving ..., stopped)."""
+    return [s for s in console.splitlines() if not s.startswith("serving ") and s != "stopped"]
