@@ -32,6 +32,7 @@ from landcover.commands.options import (
 
 if TYPE_CHECKING:
     from landcover.aoi import AreaOfInterest
+    from landcover.mapping.acquired import Acquired
 
 
 def predict_command(
@@ -177,7 +178,7 @@ def predict_command(
     if sign not in CHOICES:
         raise typer.BadParameter(f"must be {', '.join(CHOICES)}", param_hint="--sign")
     area = read_area(aoi) if aoi is not None else None  # a bad file: one line, no folder
-    tiles = stac_tiles(tiles or [], area, stac, collection, datetime, asset)
+    tiles, acquired = stac_tiles(tiles or [], area, stac, collection, datetime, asset)
     signing = choose_signing(sign, stac, tiles)
     count = predict_workers(workers, device)
     if workers == "auto" and (nnodes or 1) > 1:  # auto is this node's; every node alike
@@ -208,7 +209,9 @@ def predict_command(
         resolution=resolution,
         writers=writers,
     )
-    job = JobOptions(overwrite=overwrite, fail_fast=fail_fast, aoi=area, signing=signing)
+    job = JobOptions(
+        overwrite=overwrite, fail_fast=fail_fast, aoi=area, signing=signing, acquired=acquired
+    )
     run_predict_job(tiles, checkpoint, options, job, device, launch)
 
 
@@ -219,7 +222,7 @@ def stac_tiles(
     collection: str | None,
     dates: str | None,
     asset: str,
-) -> list[str]:
+) -> tuple[list[str], dict[str, Acquired]]:
     """The job's tiles: those given, or the STAC items the area touches (one a place).
 
     Args:
@@ -231,7 +234,8 @@ def stac_tiles(
         asset: ``--asset``.
 
     Returns:
-        The tiles (paths or URLs).
+        The tiles (paths or URLs), and when the imagery of those a search found was acquired
+        (their items' dates; empty for tiles given).
 
     Raises:
         typer.BadParameter: Tiles and --stac both, or neither; --stac without --aoi; a STAC
@@ -243,18 +247,20 @@ def stac_tiles(
             raise typer.BadParameter("needs --stac", param_hint="--collection/--datetime/--asset")
         if not tiles:
             raise typer.BadParameter("give tiles, or --aoi with --stac", param_hint="TILES")
-        return tiles
+        return tiles, {}
     if tiles:
         raise typer.BadParameter("give tiles or --stac, not both", param_hint="--stac")
     if area is None:
         raise typer.BadParameter("--stac needs --aoi (the area to search)", param_hint="--aoi")
     from landcover.logs import setup_logging
+    from landcover.mapping.acquired import from_item
     from landcover.parallel.env import DistEnv
     from landcover.search import SearchRequest, find_tiles
 
     setup_logging(DistEnv(), None)  # the search's lines, as the job's that follow
     found = find_tiles(SearchRequest(stac, area, collection, dates, asset))
-    return [tile.href for tile in found]
+    acquired = {t.href: from_item(t.acquired) for t in found if t.acquired is not None}
+    return [tile.href for tile in found], acquired
 
 
 def evaluate_command(

@@ -2,6 +2,9 @@
 
 Found, in this order, from
 
+0. the STAC item the tile was found in, for a job's tiles from a catalogue search
+   (``landcover predict --stac``: :attr:`~landcover.mapping.spec.JobOptions.acquired`, carried
+   to the worker by the tile's :class:`~landcover.mapping.tiles.TileEntry`);
 1. a NAIP file name, which ends in the acquisition date: ``m_4709963_se_14_1_20100629``
    (quarter quad, quadrant, UTM zone, resolution in metres, date) and the newer
    ``m_3807504_ne_18_060_20180815`` (resolution in centimetres), sometimes followed by a
@@ -91,6 +94,19 @@ def parse_time(text: str) -> datetime | None:
 
 def _iso(when: datetime) -> str:
     return when.replace(microsecond=0).isoformat().replace("+00:00", "Z")
+
+
+def from_item(when: datetime) -> Acquired:
+    """The acquisition time a STAC item gives.
+
+    Args:
+        when: The item's ``datetime`` (or the end of its range); without a zone, UTC.
+
+    Returns:
+        The time, whose source is ``STAC item``.
+    """
+    when = when.replace(tzinfo=timezone.utc) if when.tzinfo is None else when
+    return Acquired(_iso(when.astimezone(timezone.utc)), "STAC item")
 
 
 def from_name(tile: str) -> Acquired | None:

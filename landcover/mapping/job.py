@@ -80,7 +80,9 @@ def run_predict_job(
     device_available(device)  # --device cuda without a GPU: refused before the folder exists
     signing.check_signing(job.signing)  # a token endpoint that refuses: one line, no folder
     geometry = (options.window, options.overlap)
-    spec.entries = measured_tiles(inputs, checkpoint, options.resolution, geometry, job.aoi)
+    spec.entries = measured_tiles(
+        inputs, checkpoint, options.resolution, geometry, job.aoi, job.acquired
+    )
     check_output_folder(options.out)  # after the tiles' checks: a refused job leaves no folder
     runnable = sum(e.error is None for e in spec.entries)
     if launch.nnodes == 1 and min(launch.workers, runnable) == 1:

@@ -6,12 +6,13 @@ The launcher (:mod:`.job`) and every worker (:mod:`.worker`) share these records
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from landcover.aoi import AreaOfInterest
 from landcover.errors import DataError, LandcoverError
 from landcover.inference.options import PredictOptions
+from landcover.mapping.acquired import Acquired
 from landcover.mapping.aoitiles import tiles_in_area
 from landcover.mapping.tiles import TileEntry, measure_tiles, resolve_tiles
 from landcover.storage.signing import Signing
@@ -33,6 +34,8 @@ class JobOptions:
             the job counts its classes inside it (:mod:`.aoiarea`).
         signing: ``--sign``: the blobs read with tokens from the Planetary Computer (every
             worker sets it up in its own process; no token travels with it).
+        acquired: When the imagery of each tile a catalogue search found (``--stac``) was
+            acquired, by tile: its STAC item's date, which the file need not carry.
     """
 
     overwrite: bool = False
@@ -40,6 +43,7 @@ class JobOptions:
     timeout_s: float = 3600.0
     aoi: AreaOfInterest | None = None
     signing: Signing | None = None
+    acquired: dict[str, Acquired] = field(default_factory=dict)
 
 
 @dataclass
@@ -118,6 +122,7 @@ def measured_tiles(
     resolution: str | float = "native",
     geometry: tuple[int | None, int | None] = (None, None),
     area: AreaOfInterest | None = None,
+    acquired: dict[str, Acquired] | None = None,
 ) -> list[TileEntry]:
     """Resolves and measures a job's tiles, largest first.
 
@@ -129,6 +134,7 @@ def measured_tiles(
         geometry: ``--window`` and ``--overlap``, checked against the checkpoint's patch
             here, before any folder is made.
         area: ``--aoi``: the tiles that do not meet it are left out (:mod:`.aoitiles`).
+        acquired: The search's dates of its tiles (:attr:`JobOptions.acquired`).
 
     Returns:
         The tiles; those that cannot be predicted carry their error.
@@ -154,7 +160,7 @@ def measured_tiles(
     tiles = resolve_tiles(inputs, data.image_suffix)
     if area is not None:
         tiles = tiles_in_area(tiles, area)
-    entries = measure_tiles(tiles, len(data.bands), check=check)
+    entries = measure_tiles(tiles, len(data.bands), check=check, acquired=acquired)
     errors = [e.error for e in entries if e.error]
     if len(errors) == len(entries):
         if len(errors) == 1:

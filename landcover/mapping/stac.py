@@ -19,8 +19,9 @@ WGS 84, with
   as no-data.
 
 Properties ``landcover:*`` record the checkpoint, the model's sha256 and the fingerprint of
-model and options. ``datetime`` is when the imagery was acquired (:mod:`.acquired`: a NAIP
-file name's date, else the file's date tags; ``landcover:datetime_source`` says which); when
+model and options. ``datetime`` is when the imagery was acquired (:mod:`.acquired`: the date
+of the STAC item a search found the tile in (``--stac``), else a NAIP file name's date, else
+the file's date tags; ``landcover:datetime_source`` says which); when
 that is unknown, ``datetime`` is null and ``start_datetime`` / ``end_datetime`` bound it, as
 the STAC specification allows: from 1900 (unknown) to the job's time (the imagery existed
 before it was mapped). ``created`` is when the job wrote the collection.

@@ -193,5 +193,5 @@ def tile_record(
         counts=counts,
         pixel_area_m2=_pixel_area(entry.path, grid),
         outputs=outputs,
-        acquired=acquisition(entry.path),
+        acquired=entry.acquired or acquisition(entry.path),  # a STAC item's date first
     )

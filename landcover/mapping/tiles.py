@@ -17,7 +17,9 @@ Relative paths in a list file or manifest are relative to its folder. Maps landc
 (``*_class.tif``, ``*_prob.tif``) are never taken from globs or folders.
 
 :func:`measure_tiles` then reads each local tile's header (its pixel count, and its bands
-against the model's) or each blob's size, and orders the job largest first.
+against the model's) or each blob's size, and orders the job largest first. A tile a catalogue
+search found (``--stac``) carries its STAC item's date from here to the worker that maps it
+(:mod:`.acquired`).
 """
 
 from __future__ import annotations
@@ -28,13 +30,14 @@ import os
 import posixpath
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from landcover import storage
 from landcover.data.pairs import entry_folder, manifest_rows, read_text, resolve_entry
 from landcover.data.raster import open_raster
 from landcover.errors import DataError, LandcoverError
+from landcover.mapping.acquired import Acquired
 from landcover.storage.urls import protocol
 
 log = logging.getLogger("landcover")
@@ -53,11 +56,14 @@ class TileEntry:
         cost: Its size, the key of the largest-first order: pixels (local files, from the
             header) or bytes (blobs, from the listing).
         error: Why it cannot be predicted (unreadable, wrong bands, missing), if so.
+        acquired: When its imagery was acquired, as the STAC item a search found it in says
+            (``None``: not found by a search; the worker reads its name or tags).
     """
 
     path: str
     cost: int
     error: str | None = None
+    acquired: Acquired | None = None
 
 
 def output_stem(tile: str) -> str:
@@ -237,7 +243,11 @@ def _measure(tile: str, bands: int, check: TileCheck | None = None) -> TileEntry
 
 
 def measure_tiles(
-    tiles: list[str], bands: int, concurrency: int = 16, check: TileCheck | None = None
+    tiles: list[str],
+    bands: int,
+    concurrency: int = 16,
+    check: TileCheck | None = None,
+    acquired: dict[str, Acquired] | None = None,
 ) -> list[TileEntry]:
     """Measures every tile and orders them largest first.
 
@@ -251,13 +261,18 @@ def measure_tiles(
         concurrency: Headers or sizes read at once.
         check: A further check of each local tile's header (``--resolution``'s, say); what
             it raises becomes the tile's error.
+        acquired: When the imagery of tiles a catalogue search found was acquired, by tile
+            (:attr:`JobOptions.acquired <landcover.mapping.spec.JobOptions.acquired>`).
 
     Returns:
         One entry per tile, largest first (ties by path); tiles that cannot be predicted
-        carry their error and come last.
+        carry their error and come last; tiles of a catalogue search carry their date.
     """
     if not tiles:
         return []
     with ThreadPoolExecutor(max_workers=min(concurrency, len(tiles))) as pool:
         entries = list(pool.map(lambda t: _measure(t, bands, check), tiles))
+    if acquired:
+        dates = {_normalised(tile): when for tile, when in acquired.items()}
+        entries = [replace(e, acquired=dates.get(e.path)) for e in entries]
     return sorted(entries, key=lambda e: (e.error is not None, -e.cost, e.path))

@@ -61,7 +61,11 @@ def _shared_entries(spec: JobSpec, env: DistEnv) -> list[TileEntry]:
     if env.is_main:
         try:
             entries = spec.entries or measured_tiles(
-                spec.inputs, spec.checkpoint, spec.options.resolution, area=spec.job.aoi
+                spec.inputs,
+                spec.checkpoint,
+                spec.options.resolution,
+                area=spec.job.aoi,
+                acquired=spec.job.acquired,
             )
             found = (entries, None)
         except LandcoverError as exc:
