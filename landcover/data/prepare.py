@@ -25,6 +25,7 @@ import numpy as np
 from rasterio.errors import RasterioError
 from rasterio.windows import Window
 
+from landcover import storage
 from landcover.classes import IGNORE_INDEX, ClassMapping
 from landcover.data.align import (
     LABEL_NODATA,
@@ -78,7 +79,7 @@ def expand_paths(values: Sequence[str], what: str) -> list[str]:
     """Expands glob patterns among file arguments, keeping plain paths as given.
 
     Args:
-        values: Paths or glob patterns (``*``, ``?``, ``[``).
+        values: Paths, URLs or glob patterns (``*``, ``?``, ``[``; ``**`` spans folders).
         what: What the files are, for the message.
 
     Returns:
@@ -90,7 +91,7 @@ def expand_paths(values: Sequence[str], what: str) -> list[str]:
     paths: list[str] = []
     for value in values:
         if glob.has_magic(value):
-            matches = sorted(glob.glob(value))
+            matches = storage.glob(value)  # sorted; ** recursive, as for blob URLs
             if not matches:
                 raise DataError(f"{value}: no {what} matches this pattern")
             paths.extend(matches)

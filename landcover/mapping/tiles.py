@@ -76,7 +76,7 @@ def _ours(name: str) -> bool:
 
 
 def _from_glob(pattern: str) -> list[str]:
-    matches = storage.glob(pattern) if storage.is_remote(pattern) else globlib.glob(pattern)
+    matches = storage.glob(pattern)  # ** spans folders, on disk as in blob storage
     found = sorted(m for m in matches if not _ours(storage.name(m)))
     if not found:
         raise DataError(f"{pattern}: no files match")
