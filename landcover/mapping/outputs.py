@@ -16,7 +16,11 @@ tile complete for the input's grid and this fingerprint. For the ``cog`` writer
 - they lie on exactly the input's grid (CRS, transform, size) with the right bands and data
   type;
 - they carry this job's fingerprint; and
-- the preview exists, when the job writes previews.
+- the preview exists, when the job writes previews;
+
+and, whatever the writers, the input is the one the maps were made from: its size and version
+(a file's modification time, a blob's ETag) as ``{stem}_stats.json`` records them (maps whose
+stats file does not record it, an older landcover's, are taken as they are).
 
 The COG check reads headers and one block per map, so it costs milliseconds per tile (a few
 range requests for blobs), against seconds to minutes for predicting it. ``{stem}_stats.json`` keeps
@@ -252,7 +256,14 @@ def count_classes(class_map: str, num_classes: int) -> ClassCounts:
     return ClassCounts([int(n) for n in histogram[:num_classes]], int(histogram[CLASS_NODATA]))
 
 
-def write_stats(url: str, tile: str, fingerprint: str, grid: Grid, counts: ClassCounts) -> None:
+def write_stats(
+    url: str,
+    tile: str,
+    fingerprint: str,
+    grid: Grid,
+    counts: ClassCounts,
+    input_version: str | None = None,
+) -> None:
     """Writes ``{stem}_stats.json``: a tile's class counts, for the summary of later runs.
 
     Args:
@@ -261,15 +272,35 @@ def write_stats(url: str, tile: str, fingerprint: str, grid: Grid, counts: Class
         fingerprint: The maps' fingerprint digest.
         grid: The maps' grid.
         counts: Pixels per class.
+        input_version: The input's size and version the maps were made from
+            (:attr:`~landcover.mapping.tiles.TileEntry.version`).
     """
     record = {
         "tile": tile,
+        "input_version": input_version,
         "fingerprint": fingerprint,
         "grid": asdict(grid),
         "class_pixels": counts.pixels,
         "nodata_pixels": counts.nodata,
     }
     storage.write_text(url, json.dumps(record, indent=1))
+
+
+def made_from(url: str) -> str | None:
+    """The input version a tile's maps were made from, as its stats file records it.
+
+    Args:
+        url: The stats file (path or URL).
+
+    Returns:
+        The version (:func:`write_stats`), or ``None`` when the file or the record is missing
+        (maps of an older landcover: not known).
+    """
+    try:
+        version = json.loads(storage.read_bytes(url)).get("input_version")
+    except (storage.StorageError, ValueError, AttributeError):
+        return None
+    return version if isinstance(version, str) else None
 
 
 def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> ClassCounts | None:

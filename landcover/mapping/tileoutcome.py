@@ -24,6 +24,7 @@ from landcover.mapping.outputs import (
     acquisition,
     count_classes,
     incomplete_reason,
+    made_from,
     output_paths,
     read_grid,
     read_stats,
@@ -89,6 +90,9 @@ def complete_maps(entry: TileEntry, ctx: WorkerContext) -> MapsFound | None:
     num_classes = ctx.im.mapping.num_classes
     check = ctx.fingerprint.check(grid, num_classes, ctx.options.prob_dtype)
     reason = incomplete_reason(outputs, check, ctx.options.writers)
+    made = made_from(outputs.stats) if reason is None else None
+    if made is not None and entry.version is not None and made != entry.version:
+        reason = "its input changed since its maps were made"
     if reason is not None:
         if not reason.endswith(": missing"):
             log.info("%s: predicting it again (%s)", entry.path, reason)
@@ -96,7 +100,7 @@ def complete_maps(entry: TileEntry, ctx: WorkerContext) -> MapsFound | None:
     counts = read_stats(outputs.stats, ctx.fingerprint.digest, grid, num_classes)
     if counts is None:
         counts = count_classes(outputs.class_map, num_classes)
-        write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts)
+        write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts, entry.version)
     log.info("%s: skipped, its outputs are complete", entry.path)
     return grid, counts, outputs
 
@@ -114,7 +118,8 @@ def settle_maps(result: TileResult, entry: TileEntry, ctx: WorkerContext) -> Map
     """
     stats = output_paths(entry.path, ctx.options).stats
     outputs = tile_outputs(list(result.files), stats)
-    write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, result.grid, result.counts)
+    digest = ctx.fingerprint.digest
+    write_stats(outputs.stats, entry.path, digest, result.grid, result.counts, entry.version)
     return result.grid, result.counts, outputs
 
 

@@ -58,12 +58,16 @@ class TileEntry:
         error: Why it cannot be predicted (unreadable, wrong bands, missing), if so.
         acquired: When its imagery was acquired, as the STAC item a search found it in says
             (``None``: not found by a search; the worker reads its name or tags).
+        version: The input as the job found it: its size and version (a file's modification
+            time, a blob's ETag); its maps are made again when this changes (``None``: not
+            known).
     """
 
     path: str
     cost: int
     error: str | None = None
     acquired: Acquired | None = None
+    version: str | None = None
 
 
 def output_stem(tile: str) -> str:
@@ -230,14 +234,16 @@ def _measure(tile: str, bands: int, check: TileCheck | None = None) -> TileEntry
     try:
         if storage.is_remote(tile):
             try:
-                return TileEntry(tile, storage.stat(tile).size)
+                info = storage.stat(tile)
             except storage.StorageNotFoundError:
                 return TileEntry(tile, 0, f"{tile}: file not found")
+            return TileEntry(tile, info.size, version=f"{info.size}:{info.version}")
         with open_raster(tile) as src:
             check_bands(src, tile, bands)
             if check is not None:
                 check(src, tile)
-            return TileEntry(tile, src.width * src.height)
+            info = storage.stat(tile)
+            return TileEntry(tile, src.width * src.height, version=f"{info.size}:{info.version}")
     except LandcoverError as exc:
         return TileEntry(tile, 0, str(exc))
 
