@@ -1,8 +1,19 @@
 """``landcover export``: the model file, ``model.json`` and ``model.stac.json``, all or none.
 
 The files are written into a scratch folder beside ``--out`` and moved into it only once the
-export has been checked (:mod:`.artifacts`): an architecture that cannot export leaves
-nothing, and a reader of ``--out`` never sees a model without its metadata.
+export has been checked (:mod:`.artifacts`): an architecture that cannot export, or a Ctrl-C
+before then, leaves nothing, and a previous export in ``--out`` stays as it was.
+
+An export into a folder that holds a previous one replaces it, as a user who names the same
+``--out`` again expects: the new ``model.json`` describes the new model file only, so a model
+file of the other format left beside it would be described by nothing (``predict --model``
+paired a stale ``model.onnx`` with the new metadata: wrong maps, or every tile failing) and is
+removed. Refusing instead would make every re-export in another format a two-step chore. The
+files move in an order that never leaves metadata naming a missing file: the model file first
+(the old ``model.json`` still describes the old model, and ``predict`` refuses a model file
+whose sha256 is not the one its metadata records), then ``model.json``, ``model.stac.json``,
+and last the other format's model file is removed. A Ctrl-C (SIGINT) in those few renames is
+held until they are done, then raised: the command exits 130 with a whole export in place.
 """
 
 from __future__ import annotations
@@ -11,8 +22,12 @@ import json
 import logging
 import os
 import shutil
+import signal
+import threading
 import uuid
-from dataclasses import dataclass
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +37,7 @@ from landcover.errors import ConfigError
 from landcover.export.artifacts import OPSET, write_model
 from landcover.export.describe import describe_model
 from landcover.export.stacmlm import model_item
-from landcover.inference.exported import FORMATS, METADATA_NAME, STAC_NAME
+from landcover.inference.exported import FORMATS, METADATA_NAME, STAC_NAME, file_sha256
 from landcover.inference.loader import load_inference_model
 from landcover.redaction import redact, redact_tree
 from landcover.storage.urls import check_no_credentials
@@ -81,15 +96,16 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
     scratch = parent / f".{folder.name}.export-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     scratch.mkdir()  # as the folder will be (the umask's mode), then renamed
     try:
-        write_model(
-            im.model, fmt, im.bands, im.config.data.patch_size, scratch / meta.model_file, where
-        )
+        file = scratch / meta.model_file
+        write_model(im.model, fmt, im.bands, im.config.data.patch_size, file, where)
+        meta = replace(meta, model_sha256=file_sha256(file), model_bytes=file.stat().st_size)
         (scratch / METADATA_NAME).write_text(meta.to_json())
         parameters = sum(p.numel() for p in im.model.parameters())
         version = _version("onnx") if opset else torch.__version__
         item = model_item(meta, storage.name(checkpoint).rsplit(".", 1)[0], version, parameters)
         (scratch / STAC_NAME).write_text(json.dumps(item.to_dict(), indent=2) + "\n")
-        _publish(scratch, folder, [METADATA_NAME, STAC_NAME, meta.model_file])
+        with _sigint_held():
+            _publish(scratch, folder, meta.model_file)
     finally:
         if scratch.exists():  # a failed export's, or the emptied one
             shutil.rmtree(scratch, ignore_errors=True)
@@ -111,10 +127,46 @@ def _version(package: str) -> str:
     return version(package)
 
 
-def _publish(scratch: Path, folder: Path, names: list[str]) -> None:
-    """Moves the finished files into ``folder``: the whole scratch folder when there is none."""
+def _publish(scratch: Path, folder: Path, model_file: str) -> None:
+    """Moves the finished files into ``folder``: the whole scratch folder when there is none.
+
+    Into an existing folder: the model file, its metadata, the STAC item, then the other
+    format's model file removed (the order the module explains).
+    """
     if not folder.exists():
         os.replace(scratch, folder)
         return
-    for name in names:  # the model last: its metadata is there before it
+    for name in (model_file, METADATA_NAME, STAC_NAME):
         os.replace(scratch / name, folder / name)
+    for stale in FORMATS.values():
+        if stale != model_file and ((folder / stale).is_file() or (folder / stale).is_symlink()):
+            (folder / stale).unlink()
+            log.info(
+                "removed %s: a previous export's, which %s no longer describes",
+                stale,
+                METADATA_NAME,
+            )
+
+
+@contextmanager
+def _sigint_held() -> Iterator[None]:
+    """Holds SIGINT inside (in the main thread): raised as its handler would on leaving.
+
+    Yields:
+        Nothing; move the files inside.
+    """
+    previous = signal.getsignal(signal.SIGINT)
+    if threading.current_thread() is not threading.main_thread() or previous in (
+        signal.SIG_IGN,
+        None,  # set outside Python: it cannot be put back
+    ):
+        yield
+        return
+    held: list[int] = []
+    signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+        if held:
+            signal.raise_signal(signal.SIGINT)  # KeyboardInterrupt under Python's handler

@@ -1,0 +1,98 @@
+"""An export into a folder that holds another: one export there, and ``predict`` checks the pair.
+
+``landcover export A --out M`` then ``landcover export B --format exported-program --out M``
+left A's ``model.onnx`` beside B's ``model.json``, and ``predict --model M/model.onnx`` ran A's
+weights with B's classes and bands: every tile failed, or (the classes alike) the maps were
+silently A's. Now the second export removes the file its ``model.json`` does not describe, and
+``predict`` refuses, in one line, a model file whose size and sha256 are not the ones the
+``model.json`` beside it records (a stale file put back, or copied over).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from landcover.checkpoint import load_checkpoint
+from landcover.synthetic.synthetic import synthesize_scene
+
+from conftest import assert_one_line_error, run_cli, write_naip_tile
+
+NAMES = {"onnx": "model.onnx", "exported-program": "model.pt2"}
+
+
+@pytest.fixture(scope="module")
+def other_checkpoint(quick_checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The quick checkpoint with other weights in its head: same classes, other maps."""
+    state = load_checkpoint(quick_checkpoint)
+    for name, tensor in state.model.items():
+        if name.startswith("segmentation_head."):
+            state.model[name] = tensor.flip(0)  # the classes' logits swapped round
+    path = tmp_path_factory.mktemp("other") / "other.pt"
+    path.write_bytes(state.serialize())
+    return path
+
+
+def export(checkpoint: Path, out: Path, fmt: str = "onnx") -> None:
+    """``landcover export CHECKPOINT --format FMT --out OUT``, which must succeed."""
+    result = run_cli("export", str(checkpoint), "--format", fmt, "--out", str(out))
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("first", "second"), [("onnx", "exported-program"),
+                                               ("exported-program", "onnx")])  # fmt: skip
+def test_an_export_in_another_format_replaces_the_previous_one(
+    quick_checkpoint: Path, other_checkpoint: Path, tmp_path: Path, first: str, second: str
+) -> None:
+    out = tmp_path / "model"
+    export(quick_checkpoint, out, first)
+    export(other_checkpoint, out, second)
+    model = out / NAMES[second]
+    assert sorted(p.name for p in out.iterdir()) == sorted(
+        [model.name, "model.json", "model.stac.json"]
+    )  # no stale model file of the first export
+    assert [p.name for p in tmp_path.iterdir()] == ["model"]  # no scratch folder
+    meta = json.loads((out / "model.json").read_text())
+    assert (meta["model_file"], meta["source_checkpoint"]) == (model.name, "other.pt")
+    assert meta["model_bytes"] == model.stat().st_size
+    assert meta["model_sha256"] == hashlib.sha256(model.read_bytes()).hexdigest()
+
+
+def test_predict_refuses_a_model_file_its_metadata_does_not_describe(
+    quick_checkpoint: Path, other_checkpoint: Path, tmp_path: Path
+) -> None:
+    image, _ = synthesize_scene(96, 96, np.random.default_rng(3))
+    tile = write_naip_tile(
+        tmp_path / "t_naip.tif", np.maximum(image, 1), "EPSG:26918", 1.0, (400000, 4300000)
+    )
+    first, same, program = tmp_path / "a", tmp_path / "b", tmp_path / "p"
+    export(quick_checkpoint, first)
+    export(other_checkpoint, same)
+    export(other_checkpoint, program, "exported-program")
+    stale = first / "model.onnx"
+    assert stale.stat().st_size == (same / "model.onnx").stat().st_size  # weights differ only
+    shutil.copy(stale, program / "model.onnx")  # an older landcover's leftover
+    shutil.copy(stale, same / "model.onnx")  # another export's file, copied over
+    for folder, why in [(program, "runtime exported-program"), (same, "another sha256")]:
+        maps = tmp_path / f"maps-{folder.name}"
+        result = run_cli(
+            "predict", str(tile), "--model", str(folder / "model.onnx"), "--out", str(maps),
+            "--device", "cpu", "--no-preview",
+        )  # fmt: skip
+        assert_one_line_error(
+            result,
+            f"{folder / 'model.onnx'} is not the model {folder / 'model.json'} describes",
+            why,
+            f"landcover export CHECKPOINT --out {folder}",
+        )
+        assert not maps.exists()
+    result = run_cli(  # the pair an export wrote maps, under another name too
+        "predict", str(tile), "--model", str(shutil.copy(stale, first / "renamed.onnx")),
+        "--out", str(tmp_path / "maps"), "--device", "cpu", "--no-preview",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
