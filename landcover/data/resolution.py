@@ -112,6 +112,26 @@ def pixel_size_m(ds: Any) -> float | None:
     return None if sides is None else math.sqrt(sides[0] * sides[1])
 
 
+def describe_pixel_size(ds: Any) -> str:
+    """A raster's pixel size for a log line, in metres where its CRS gives them.
+
+    Args:
+        ds: An open dataset.
+
+    Returns:
+        ``0.60 m pixels``; ``8.33e-06 degree pixels`` for a geographic CRS (or the CRS's
+        own unit); ``1-unit pixels`` where there is no CRS.
+    """
+    sides = pixel_sides_m(ds)
+    if sides is not None:
+        return f"{sides[0]:.2f} m pixels"
+    side = math.hypot(ds.transform.a, ds.transform.d)  # a rotated grid's too
+    if ds.crs is None:
+        return f"{side:.3g}-unit pixels"
+    unit = "degree" if ds.crs.is_geographic else (ds.crs.linear_units or "unknown unit")
+    return f"{side:.3g} {unit} pixels"
+
+
 def same_size(a: float, b: float) -> bool:
     """Whether two pixel sizes are within :data:`TOLERANCE` of each other."""
     return abs(a - b) <= TOLERANCE * max(a, b)

@@ -10,7 +10,6 @@ class; not with ``probs=False``) and ``{stem}_preview.png``.
 from __future__ import annotations
 
 import logging
-import math
 import shutil
 import tempfile
 import time
@@ -29,7 +28,7 @@ from landcover import storage
 from landcover.data.maskfile import download_mask_file
 from landcover.data.nodatafill import zero_nodata
 from landcover.data.raster import checked_image, open_raster
-from landcover.data.resolution import on_grid
+from landcover.data.resolution import describe_pixel_size, on_grid
 from landcover.errors import DataError
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
 from landcover.inference.encode import EncodedStrip, encode_strip
@@ -223,11 +222,11 @@ class TileMapper:
             grid = Grid.of(src)
             work = working_grid(src, tile, self.resolution, im.config.data.patch_size)
             log.info(
-                "%s: %d x %d px, %.2f m pixels, %s%s",
+                "%s: %d x %d px, %s, %s%s",
                 tile,
                 width,
                 height,
-                math.hypot(src.transform.a, src.transform.d),  # a rotated grid's too
+                describe_pixel_size(src),
                 src.crs or no_crs_note(src),
                 ""
                 if work is None

@@ -473,3 +473,29 @@ def test_training_with_data_resolution(scene: dict[str, Path], tmp_path: Path) -
     assert re.search(r"holds 1 of 1 training tiles \[\w+\]: .* 0\.1 MB in memory", result.stderr), (
         result.stderr
     )
+
+
+@pytest.mark.parametrize(
+    ("crs", "pixel", "expected"),
+    [
+        ("EPSG:26918", 0.6, "0.60 m pixels"),  # UTM, metres
+        ("EPSG:2263", 2.0, f"{2.0 * 1200 / 3937:.2f} m pixels"),  # US survey feet
+        ("EPSG:4326", 1e-5, "1e-05 degree pixels"),  # not 0.00 m
+        (None, 1.0, "1-unit pixels"),
+    ],
+)
+def test_a_pixel_size_is_described_in_the_units_it_has(
+    crs: str | None, pixel: float, expected: str
+) -> None:
+    from rasterio.io import MemoryFile
+    from rasterio.transform import from_origin
+
+    from landcover.data.resolution import describe_pixel_size
+
+    profile = {"driver": "GTiff", "width": 8, "height": 8, "count": 1, "dtype": "uint8"}
+    with MemoryFile() as mem:
+        transform = from_origin(10.0, 20.0, pixel, pixel)
+        with mem.open(**profile, crs=crs, transform=transform) as ds:
+            ds.write(np.zeros((1, 8, 8), dtype=np.uint8))
+        with mem.open() as ds:
+            assert describe_pixel_size(ds) == expected
