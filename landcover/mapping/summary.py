@@ -160,15 +160,17 @@ def totals_line(
         inside: The classes inside the job's area of interest, if it has one.
 
     Returns:
-        ``water 1.2 ha (3.4 %), ...``, followed by what the hectares leave out and the
-        ground they count twice, if anything, and the hectares inside the area.
+        ``water 1.2 ha (3.4 %), ...`` (``no class mapped`` when no tile was), followed by what
+        the hectares leave out and the ground they count twice, if anything, and the hectares
+        inside the area.
     """
     coverage = area_coverage(records)
     parts = []
-    for t in class_totals(records, mapping):
+    totals = class_totals(records, mapping)
+    for t in totals:
         area = "no ha" if t.hectares is None else f"{t.hectares:,.1f} ha"
         parts.append(f"{t.name} {area} ({100 * t.fraction:.1f} %)")
-    line = ", ".join(parts)
+    line = ", ".join(parts) if any(t.pixels for t in totals) else "no class mapped"
     if coverage.tiles_without_area:
         line += f"; {coverage.describe()}"
     twice = describe(same_ground(records))

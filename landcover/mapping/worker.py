@@ -205,8 +205,9 @@ def _finish(records: list[TileRecord], ctx: WorkerContext, job: dict[str, Any]) 
     warn_overlaps(records)  # ground mapped twice (two years of one place)
     hectares = totals_line(records, ctx.im.mapping, inside)
     log.info(
-        "%d tiles: %d predicted, %d skipped (already complete), %d failed; %s",
+        "%d tile%s: %d predicted, %d skipped (already complete), %d failed; %s",
         len(records),
+        "" if len(records) == 1 else "s",
         count["done"],
         count["skipped"],
         count["failed"],
