@@ -117,7 +117,8 @@ def read_area(path: str | Path) -> AreaOfInterest:
 
     Raises:
         DataError: If the file cannot be read as GeoJSON, holds no polygon (what it holds is
-            named), or its polygons cover no area.
+            named), its polygons cover no area, or its coordinates cannot be longitude and
+            latitude (a projected file without a ``crs`` member).
     """
     found = read_geojson(path)
     kinds = sorted({str(f["geometry"].get("type")) for f in found})
@@ -134,4 +135,11 @@ def read_area(path: str | Path) -> AreaOfInterest:
     area = shapely.union_all(polygons) if polygons else None
     if area is None or area.is_empty or area.area == 0:
         raise DataError(f"{path}: its polygons cover no area")
+    west, south, east, north = area.bounds
+    if west < -180 or east > 180 or south < -90 or north > 90:
+        raise DataError(
+            f"{path}: its coordinates (x {west:.6g} to {east:.6g}, y {south:.6g} to {north:.6g}) "
+            "are not longitude and latitude, which GeoJSON is (RFC 7946): reproject it to "
+            'WGS 84, or name its CRS in a "crs" member'
+        )
     return AreaOfInterest(mapping(area), str(path))

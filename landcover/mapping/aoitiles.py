@@ -50,6 +50,24 @@ def _placed(tile: str, area: AreaOfInterest) -> bool | None:
     return meets_area(grid, area)
 
 
+def _tiles_span(tiles: list[str]) -> str:
+    """Where the tiles lie in longitude and latitude, for the message of an area none meets."""
+    spans = []
+    for tile in tiles[:64]:  # an error's message: the first ones say enough
+        try:
+            grid = read_grid(tile)
+            if grid.rasterio_crs is not None:
+                corners = footprint(grid.affine, grid.width, grid.height)
+                spans.append(reproject(corners, grid.rasterio_crs, WGS84).bounds)
+        except Exception:  # unreadable: its own message comes with the job
+            continue
+    if not spans:
+        return ""
+    w, s, e, n = (f(b[i] for b in spans) for i, f in enumerate((min, min, max, max)))
+    which = "the tile lies" if len(tiles) == 1 else "the tiles lie"
+    return f"; {which} at longitude {w:.5f} to {e:.5f}, latitude {s:.5f} to {n:.5f}"
+
+
 def tiles_in_area(tiles: list[str], area: AreaOfInterest, concurrency: int = 16) -> list[str]:
     """The tiles that meet an area, in their order; the others are left out (see the module).
 
@@ -74,7 +92,12 @@ def tiles_in_area(tiles: list[str], area: AreaOfInterest, concurrency: int = 16)
     kept = [t for t, found in zip(tiles, placed, strict=True) if found]
     if not kept:
         which = "the tile does not" if len(tiles) == 1 else f"none of the {len(tiles)} tiles"
-        raise DataError(f"{area.source}: {which} meet the area of interest (--aoi)")
+        w, s, e, n = area.bounds
+        raise DataError(
+            f"{area.source}: {which} meet the area of interest (--aoi), which spans longitude "
+            f"{w:.5f} to {e:.5f}, latitude {s:.5f} to {n:.5f}{_tiles_span(tiles)} (a GeoJSON "
+            "position is longitude first)"
+        )
     if len(kept) < len(tiles):
         log.info(
             "%d of %d tiles left out: they lie outside the area of interest %s",

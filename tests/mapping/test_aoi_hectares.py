@@ -157,18 +157,33 @@ def test_a_job_without_an_area_has_no_aoi_columns(
     assert not (out / "aoi.geojson").exists()
 
 
+def _swapped(area: Polygon) -> dict:
+    """The area in WGS 84 with latitude first: a common slip that reads as another place."""
+    xs, ys = transform(UTM, "EPSG:4326", *map(list, area.exterior.xy))
+    return mapping(Polygon(zip(ys, xs, strict=True)))
+
+
 @pytest.mark.parametrize(
-    ("geometry", "needle"),
+    ("geometry", "crs", "needle"),
     [
-        ({"type": "Point", "coordinates": [400100, 4299900]}, "it holds Point"),
-        (mapping(shapely.affinity.translate(AREA, 5000)), "none of the 5 tiles meet"),
+        ({"type": "Point", "coordinates": [400100, 4299900]}, UTM, "it holds Point"),
+        (mapping(shapely.affinity.translate(AREA, 5000)), UTM, "none of the 5 tiles meet"),
+        (mapping(AREA), None, "x {:.6g} to {:.6g}, y {:.6g} to {:.6g}) are not longitude and"),
+        (_swapped(AREA), None, "position is longitude first"),
     ],
-    ids=["not-a-polygon", "outside-every-tile"],
+    ids=["not-a-polygon", "outside-every-tile", "utm-without-crs", "latitude-first"],
 )
 def test_a_bad_area_is_one_line_and_writes_nothing(
-    region: Path, quick_checkpoint: Path, tmp_path: Path, geometry: dict, needle: str
+    region: Path,
+    quick_checkpoint: Path,
+    tmp_path: Path,
+    geometry: dict,
+    crs: str | None,
+    needle: str,
 ) -> None:
-    area = write_area(tmp_path / "area.geojson", geometry)
+    area = write_area(tmp_path / "area.geojson", geometry, crs)
+    w, s, e, n = AREA.bounds
+    needle = needle.format(w, e, s, n)
     out = tmp_path / "maps"
     result = predict(region, quick_checkpoint, out, "--aoi", str(area))
     assert_one_line_error(result, str(area), needle)
