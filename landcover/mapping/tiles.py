@@ -3,8 +3,9 @@
 Every argument of ``landcover predict`` is one of
 
 - a file (path or blob URL);
-- a glob (``"tiles/*.tif"``, ``"az://naip/md/**/*.tif"``), unless a file of that very name
-  exists (``tile[1].tif``);
+- a glob (``"tiles/*.tif"``, ``"az://naip/md/**/*.tif"``; ``**`` spans folders), unless a
+  file of that very name exists (``tile[1].tif``); the partners of the images it matches
+  (``x_lc.tif`` beside ``x_naip.tif``) are left out, as in a folder;
 - a folder or blob prefix: every image in it and below; when some file names end with the
   checkpoint's image suffix (``_naip.tif``), only those (so a folder of training pairs gives
   its images, not its labels), otherwise every ``*.tif``/``*.tiff``; the GeoTIFFs such a
@@ -79,11 +80,29 @@ def _ours(name: str) -> bool:
     return name.endswith(OUTPUT_SUFFIXES) or name.startswith(".")
 
 
-def _from_glob(pattern: str) -> list[str]:
+def _from_glob(pattern: str, image_suffix: str) -> list[str]:
     matches = storage.glob(pattern)  # ** spans folders, on disk as in blob storage
     found = sorted(m for m in matches if not _ours(storage.name(m)))
     if not found:
         raise DataError(f"{pattern}: no files match")
+    # a pattern over a folder of pairs (data/*.tif) matches the labels too: as a folder
+    # argument does, take the images and leave out their partners
+    stems = {_pair_stem(storage.name(m)) for m in found if storage.name(m).endswith(image_suffix)}
+    partners = [
+        m
+        for m in found
+        if not storage.name(m).endswith(image_suffix) and _pair_stem(storage.name(m)) in stems
+    ]
+    if partners:
+        log.info(
+            "%s: %d file(s) beside their *%s images left out (their labels, as %s)",
+            pattern,
+            len(partners),
+            image_suffix,
+            storage.name(partners[0]),
+        )
+        left = set(partners)
+        found = [m for m in found if m not in left]
     return found
 
 
@@ -184,7 +203,7 @@ def resolve_tiles(args: list[str], image_suffix: str = "_naip.tif") -> list[str]
         elif not storage.is_remote(arg) and _is_folder(arg):  # also one named x.tif or a.csv
             tiles += _from_folder(arg, image_suffix)
         elif globlib.has_magic(arg) and not storage.is_file(arg):  # tile[1].tif is a file
-            tiles += _from_glob(arg)
+            tiles += _from_glob(arg, image_suffix)
         elif arg.lower().endswith(".txt"):
             tiles += _from_list(arg)
         elif arg.lower().endswith(".csv"):

@@ -33,3 +33,17 @@ def test_predict_tiles_recurse_through_double_star(tmp_path: Path) -> None:
     assert resolve_tiles([f"{tmp_path}/**/*_naip.tif"]) == expected
     # one level still matches one level
     assert resolve_tiles([f"{tmp_path}/*/*_naip.tif"]) == [str(tmp_path / "sub" / "b_naip.tif")]
+
+
+def test_a_glob_over_a_folder_of_pairs_takes_the_images(tmp_path: Path) -> None:
+    """``predict "data/*.tif"`` on a folder of training pairs: the images, not their labels
+    (which failed as 1-band tiles), as the folder argument gives; a lone GeoTIFF stays."""
+    for name in ("a_naip.tif", "a_lc.tif", "b_naip.tif", "b_lc.tif", "other.tif"):
+        (tmp_path / name).write_bytes(b"")
+    expected = [str(tmp_path / n) for n in ("a_naip.tif", "b_naip.tif", "other.tif")]
+    assert resolve_tiles([f"{tmp_path}/*.tif"]) == expected
+    # without images of the suffix, every match is a tile
+    assert resolve_tiles([f"{tmp_path}/*_lc.tif"]) == [
+        str(tmp_path / "a_lc.tif"),
+        str(tmp_path / "b_lc.tif"),
+    ]

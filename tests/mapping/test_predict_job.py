@@ -750,8 +750,9 @@ def test_inputs_from_folders_globs_lists_and_manifests(tmp_path: Path) -> None:
         shutil.copy(data / "a_naip.tif", other / name)
     # no file name with the suffix: every GeoTIFF but our maps
     assert resolve_tiles([str(other)]) == [str(other / "x.tif"), str(other / "y.TIFF")]
-    # a glob: what it matches, but not our maps
-    assert resolve_tiles([str(data / "*.tif")]) == [a, str(data / "b_lc.tif"), b]
+    # a glob: what it matches, but not our maps nor the images' partners (b_lc.tif)
+    assert resolve_tiles([str(data / "*.tif")]) == [a, b]
+    assert resolve_tiles([str(data / "*_lc.tif")]) == [str(data / "b_lc.tif")]
     # list files (relative to their folder, comments and blank lines skipped) and manifests
     listing = tmp_path / "tiles.txt"
     listing.write_text(f"# region\ndata/sub/c_naip.tif\n\n{a}\n")
