@@ -11,6 +11,8 @@ external launcher started.
 
 from __future__ import annotations
 
+import logging
+import posixpath
 from typing import Any
 
 from landcover.checkpoint import load_checkpoint
@@ -33,6 +35,18 @@ RESUME_SETTINGS = (
 """The settings a resumed run keeps (``model.weights`` is not one: the checkpoint's replace
 them)."""
 
+DATA_SETTINGS = (
+    "data.root",
+    "data.manifest",
+    "data.val_root",
+    "data.val_tiles",
+    "data.val_fraction",
+)
+"""The settings that choose a run's training and validation tiles: a resume may change them
+(more tiles, a fine-tune), and is told what that does to ``best.pt``."""
+
+log = logging.getLogger("landcover")
+
 
 def check_resume(config: Config, folder: RunFolder) -> None:
     """Refuses a resume whose checkpoint does not fit the settings, before anything is written.
@@ -49,7 +63,47 @@ def check_resume(config: Config, folder: RunFolder) -> None:
     """
     path = find_resume_checkpoint(folder, clean=False)
     if path is not None:
-        check_fits(path, load_checkpoint(path).config, config)
+        trained = load_checkpoint(path).config
+        check_fits(path, trained, config)
+        warn_other_data(path, trained, config)
+
+
+def warn_other_data(path: str, trained: dict[str, Any], config: Config) -> None:
+    """Says, in one warning, that a resume trains or validates on other tiles than before.
+
+    ``best.pt`` is the epoch of best validation mIoU over the whole run, so with other
+    validation tiles it compares epochs measured on different sets.
+
+    Args:
+        path: The checkpoint resumed.
+        trained: Its configuration as plain data.
+        config: The settings of the resumed run.
+    """
+    was_data = trained.get("data") or {}
+    changed = []
+    for setting in DATA_SETTINGS:
+        name = setting.split(".")[1]
+        if name not in was_data:  # an older checkpoint's configuration: not compared
+            continue
+        was, now = was_data[name], getattr(config.data, name)
+        if _same_data(was) != _same_data(now):
+            changed.append(f"{setting} {was} -> {now}")
+    if changed:
+        log.warning(
+            "%s: resumed with other data (%s): best.pt keeps the best validation mIoU of the "
+            "whole run, measured on both; train into a new --out to compare them on one set",
+            path,
+            ", ".join(changed),
+        )
+
+
+def _same_data(value: Any) -> Any:
+    """A data setting as compared: paths without ``./`` or a trailing ``/``; lists as tuples."""
+    if isinstance(value, str):
+        return posixpath.normpath(value.rstrip("/")) if "://" not in value else value.rstrip("/")
+    if isinstance(value, list):
+        return tuple(value)
+    return value
 
 
 def check_fits(path: str, trained: dict[str, Any], config: Config) -> None:

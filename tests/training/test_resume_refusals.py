@@ -71,3 +71,26 @@ def test_a_refused_resume_is_one_line_and_leaves_the_run_folder_as_it_was(
     assert config["optim"]["optimizer"] == "adamw" and config["optim"]["epochs"] == 1
     assert config["data"]["classes"]["name"] == "chesapeake7"
     assert config["model"]["encoder"] == "resnet18"
+
+
+def test_a_resume_with_other_data_says_what_it_does_to_best_pt(
+    adamw_run: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    """Other tiles are allowed (a fine-tune, more data) and said: ``best.pt`` then compares
+    epochs validated on two sets. The same folder given as ``./x/`` is not other data."""
+    other = tmp_path / "other"
+    shutil.copytree(tiny_data, other)
+    run = tmp_path / "run"
+    shutil.copytree(adamw_run, run)
+    result = run_cli(*train_args(CPU, other, run, *SMALL[2:], "--epochs", "2", "--workers", "1"))
+    assert result.returncode == 0, result.stderr
+    warned = [ln for ln in result.stderr.splitlines() if "resumed with other data" in ln]
+    assert len(warned) == 1, result.stderr
+    assert f"data.root {tiny_data} -> {other}" in warned[0]
+    assert "best.pt" in warned[0]
+    # the same data, named another way: no warning
+    named = f"{other.parent}/./{other.name}/"
+    args = ["train", "--config", str(CPU), "--data", named, "--out", str(run)]
+    again = run_cli(*args, *SMALL[2:], "--epochs", "3", "--workers", "1")
+    assert again.returncode == 0, again.stderr
+    assert "resumed with other data" not in again.stderr
