@@ -385,3 +385,16 @@ def test_manifest_test_rows_are_neither_trained_nor_validated_on(
     assert [Path(p.label).name for p in val] == [
         f"{n}_lc.tif" for n in names[4:6]
     ]  # best.pt: these only
+
+
+def test_a_patch_larger_than_the_tiles_is_warned(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """--patch-size 256 on 128 px tiles trained on patches three quarters padding, unsaid."""
+    args = train_args(tiny_config, tiny_data, tmp_path / "run", "--epochs", "1", "--workers", "1")
+    result = run_cli(*args, "--patch-size", "256", "--samples-per-epoch", "8")
+    assert result.returncode == 0, result.stderr
+    warned = [ln for ln in result.stderr.splitlines() if "smaller than data.patch_size" in ln]
+    assert len(warned) == 1, result.stderr
+    assert "6 of 6 training tiles are smaller than data.patch_size (256 px)" in warned[0]
+    assert "at most 128 px" in warned[0]
