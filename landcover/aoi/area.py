@@ -77,11 +77,20 @@ def declared_crs(document: dict[str, Any]) -> str | None:
     return CRS.from_user_input(name).to_string()
 
 
+def _read_text(path: str) -> str:
+    """A file's text: a local path, or a blob URL read through the storage layer."""
+    from landcover import storage
+
+    if storage.is_remote(path):
+        return storage.read_bytes(path).decode("utf-8")
+    return Path(path).read_text()
+
+
 def read_geojson(path: str | Path) -> list[dict[str, Any]]:
     """The features of a GeoJSON file, their geometries in WGS 84.
 
     Args:
-        path: The file.
+        path: The file: a path or a blob URL (``az://``, ``abfs://``).
 
     Returns:
         Its features (those with a geometry).
@@ -89,9 +98,11 @@ def read_geojson(path: str | Path) -> list[dict[str, Any]]:
     Raises:
         DataError: If the file is missing, not GeoJSON, or declares a CRS rasterio does not
             know.
+        StorageError: If a blob cannot be read (after bounded retries), or the URL is not
+            one landcover reads.
     """
     try:
-        document = json.loads(Path(path).read_text())
+        document = json.loads(_read_text(str(path)))
         found = features(document)
         crs = declared_crs(document)
         if crs is not None and crs != WGS84:

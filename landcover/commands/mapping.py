@@ -6,7 +6,6 @@ Their options and first checks (a bad value is one usage line before any work); 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -140,9 +139,10 @@ def predict_command(
         ),
     ] = "cog",
     aoi: Annotated[
-        Path | None,
+        str | None,
         typer.Option(
-            help="Area of interest: a GeoJSON file of polygons (WGS 84, or the CRS it "
+            help="Area of interest: a GeoJSON file (a path or blob URL) of polygons (WGS 84, "
+            "or the CRS it "
             "declares). Only the tiles that meet it are mapped; the job counts each class's "
             "hectares inside it, each place once (summary.json: aoi), and writes aoi.geojson. "
             "With --stac, the tiles are the catalogue's items it touches.",

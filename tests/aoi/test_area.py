@@ -81,3 +81,24 @@ def test_a_file_that_is_not_json_is_one_line(tmp_path: Path) -> None:
         read_area(path)
     with pytest.raises(DataError, match="no such file"):
         read_area(tmp_path / "missing.geojson")
+
+
+def test_an_area_in_blob_storage_is_read_as_a_local_one(tmp_path: Path) -> None:
+    """``--aoi az://...``: read through the storage layer (here its in-process ``memory://``),
+    not as a local path (which turned ``https://`` into ``https:/``)."""
+    import fsspec
+
+    ring = [*SQUARE_UTM, SQUARE_UTM[0]]
+    document = {
+        "type": "Feature",
+        "crs": {"type": "name", "properties": {"name": "EPSG:26918"}},
+        "properties": {},
+        "geometry": {"type": "Polygon", "coordinates": [ring]},
+    }
+    local = _write(tmp_path / "aoi.geojson", document)
+    fsspec.filesystem("memory").pipe_file("memory://aoi-test/aoi.geojson", local.read_bytes())
+    remote = read_area("memory://aoi-test/aoi.geojson")
+    assert remote.geometry == read_area(local).geometry
+    assert remote.source == "memory://aoi-test/aoi.geojson"
+    with pytest.raises(DataError, match=r"memory://aoi-test/none\.geojson: no such file"):
+        read_area("memory://aoi-test/none.geojson")
