@@ -25,6 +25,7 @@ from rasterio.windows import Window
 from landcover import storage
 from landcover.classes import ClassMapping
 from landcover.data.align import check_alignable, label_on_image_grid, read_error
+from landcover.data.maskfile import download_mask_file, mask_file_of
 from landcover.data.pairs import TilePair
 from landcover.data.raster import (
     check_codes,
@@ -106,17 +107,23 @@ def _measure_open_pair(
 
 
 @contextmanager
-def _local_copy(url: str, folder: Path) -> Iterator[str]:
-    """A local path to read ``url`` from: itself when local, else a temporary download."""
+def _local_copy(url: str, folder: Path, with_mask: bool = False) -> Iterator[str]:
+    """A local path to read ``url`` from: itself when local, else a temporary download.
+
+    An image's download takes its external mask file along (:mod:`landcover.data.maskfile`).
+    """
     if not storage.is_remote(url):
         yield url
         return
     path = folder / storage.name(url)
     try:
         storage.download_file(url, path)
+        if with_mask:
+            download_mask_file(url, path)
         yield str(path)
     finally:
         path.unlink(missing_ok=True)
+        Path(mask_file_of(str(path))).unlink(missing_ok=True)
 
 
 def _measure_pair(
@@ -177,7 +184,7 @@ def measure_pairs(
             try:
                 sub = folder / str(index)
                 sub.mkdir()
-                image = stack.enter_context(_local_copy(pairs[index].image, sub))
+                image = stack.enter_context(_local_copy(pairs[index].image, sub, with_mask=True))
                 label = stack.enter_context(_local_copy(pairs[index].label, sub))
             except BaseException:
                 stack.close()

@@ -16,6 +16,7 @@ import rasterio
 from rasterio.transform import from_origin
 
 from landcover.classes import IGNORE_INDEX, resolve_mapping
+from landcover.data.measure import measure_pairs
 from landcover.data.pairs import TilePair
 from landcover.data.raster import has_nodata, nodata_mask, open_raster
 from landcover.feed.memory import load_tiles
@@ -125,3 +126,18 @@ def test_predict_of_a_remote_tile_reads_its_mask_file(
     local, remote_map = maps
     assert np.array_equal(local == NODATA_CLASS, masked)  # GDAL's own read of the local file
     assert np.array_equal(remote_map, local)
+
+
+def test_data_stats_of_remote_tiles_read_their_mask_file(sidecar_pair: Pair) -> None:
+    """``data stats`` downloads a remote pair to measure it: the mask file comes along, so the
+    band statistics count the valid pixels only, as for the local file."""
+    path, lab, masked, stored = sidecar_pair
+    image, _, label = _to_memory([path, Path(f"{path}.msk"), lab], "mask-stats")
+    mapping = resolve_mapping("chesapeake7")
+    remote = measure_pairs([TilePair("t", image, label)], mapping, 4).stats
+    local = measure_pairs([TilePair("t", str(path), str(lab))], mapping, 4).stats
+    valid = int((~masked).sum())
+    assert int(local.band_hist[0].sum()) == valid  # GDAL finds the local file's mask itself
+    assert np.array_equal(remote.band_hist, local.band_hist)
+    expected = np.bincount(stored[0][~masked], minlength=256)
+    assert np.array_equal(remote.band_hist[0], expected)
