@@ -57,8 +57,9 @@ def data_synth(
     no split saw. OUT/flights.csv: each tile's flight and its parameters.
     OUT/manifest.csv (image,label,split) for data.manifest.
 
-    A folder that already holds PREFIX_* tiles is refused (the two sets would
-    mix: same names, other sizes or seeds); --overwrite removes them first.
+    A folder that already holds PREFIX_* tiles (easy), or a shifted world
+    (shifted: one a folder), is refused, as the two sets would mix;
+    --overwrite removes them first.
     """
     from landcover.diskerrors import check_output_folder
 
@@ -92,18 +93,26 @@ def data_synth(
 
 
 def _clear_or_refuse(out: Path, prefix: str, profile: str, overwrite: bool) -> None:
-    """Refuses an output folder holding synthetic tiles of the prefix, or clears them."""
+    """Refuses an output folder holding synthetic tiles of the prefix, or clears them.
+
+    A shifted world is one a folder (its ``manifest.csv`` lists one world): any world there
+    is refused, or replaced whole.
+    """
     from landcover.errors import DataError
-    from landcover.synthetic.shifted import REFLOWN, SPLITS
+    from landcover.synthetic.shifted import REFLOWN, SPLITS, world_files
     from landcover.synthetic.tiffile import pairs_written_before
 
     folders = [out] if profile == "easy" else [out / s for s in (*SPLITS, REFLOWN)]
     found = pairs_written_before(folders, prefix)
+    if profile != "easy":
+        found = sorted({*found, *world_files(out)})
     if found and not overwrite:
+        what = f"{prefix}_* tile files" if profile == "easy" else "files of a shifted world"
         raise DataError(
-            f"{out} already holds {len(found)} {prefix}_* tile files (such as {found[0].name}): "
-            "a second set would mix with them; write to another folder, choose another "
-            "--prefix, or pass --overwrite to replace them"
+            f"{out} already holds {len(found)} {what} (such as {found[0].name}): a second set "
+            "would mix with them; write to another folder"
+            + (", choose another --prefix," if profile == "easy" else "")
+            + " or pass --overwrite to replace them"
         )
     for path in found:
         path.unlink()

@@ -290,6 +290,29 @@ def write_shifted_world(
     return written
 
 
+def world_files(out: Path) -> list[Path]:
+    """The files of a shifted world already in a folder, as its ``flights.csv`` lists them.
+
+    Args:
+        out: The folder.
+
+    Returns:
+        Its tile pairs that exist and ``flights.csv`` and ``manifest.csv``; none without a
+        ``flights.csv``.
+    """
+    flights = out / "flights.csv"
+    if not flights.is_file():
+        return []
+    with flights.open(newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    tiles = [
+        out / row["split"] / f"{row['tile']}{suffix}"
+        for row in rows
+        for suffix in ("_naip.tif", "_lc.tif")
+    ]
+    return [f for f in (*tiles, flights, out / "manifest.csv") if f.is_file()]
+
+
 def _flights_csv(tiles: list[WorldTile]) -> str:
     """``flights.csv``: tile, split, kind, flight and the flight's parameters."""
     rows = [{"tile": t.name, "split": t.split, "kind": t.kind, **t.flight.record()} for t in tiles]

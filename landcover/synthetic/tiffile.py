@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 import numpy as np
@@ -44,17 +45,21 @@ def write_tif(path: Path, array: np.ndarray, profile: dict, descriptions: list[s
 def pairs_written_before(folders: list[Path], prefix: str) -> list[Path]:
     """Synthetic tile files that a writer with ``prefix`` finds already where it writes.
 
+    Only the names it writes count: ``{prefix}_NNN`` and ``{prefix}_{split}_NNN`` pairs
+    (another prefix that starts with this one, ``synth_b_000``, is another set).
+
     Args:
         folders: The folders it writes tiles into.
         prefix: The file-name prefix of the tiles to write.
 
     Returns:
-        The ``{prefix}_*_naip.tif`` and ``{prefix}_*_lc.tif`` files there, sorted.
+        The ``_naip.tif`` and ``_lc.tif`` files of such names there, sorted.
     """
+    name = re.compile(rf"{re.escape(prefix)}_(?:(?:train|val|test)_)?[0-9]{{3}}_(?:naip|lc)\.tif")
     return sorted(
         path
         for folder in folders
         if folder.is_dir()
-        for suffix in ("_naip.tif", "_lc.tif")
-        for path in folder.glob(f"{prefix}_*{suffix}")
+        for path in folder.iterdir()
+        if name.fullmatch(path.name)
     )

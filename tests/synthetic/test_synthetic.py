@@ -147,10 +147,37 @@ def test_synth_into_a_folder_of_its_tiles_is_refused_and_overwrite_replaces_them
     second = ("data", "synth", str(out), "--tiles", "2", "--size", "32", "--seed", "5")
     assert_one_line_error(run_cli(*second), str(out), "6 synth_* tile files", "--overwrite")
     assert _sizes(out) == {f"synth_00{i}_naip.tif": 64 for i in range(3)}  # untouched
-    # another prefix is another set: it may share the folder
-    other = run_cli("data", "synth", str(out), "--tiles", "1", "--size", "32", "--prefix", "b")
-    assert other.returncode == 0, other.stderr
+    # another prefix is another set, one that starts with this prefix too: it may share the
+    # folder, and --overwrite leaves it
+    for prefix in ("b", "synth_b"):
+        other = run_cli(
+            "data", "synth", str(out), "--tiles", "1", "--size", "32", "--prefix", prefix
+        )
+        assert other.returncode == 0, other.stderr
     replaced = run_cli(*second, "--overwrite")
     assert replaced.returncode == 0, replaced.stderr
-    assert _sizes(out) == {"b_000_naip.tif": 32, "synth_000_naip.tif": 32, "synth_001_naip.tif": 32}
-    assert len(list(out.glob("*_lc.tif"))) == 3
+    assert _sizes(out) == {
+        "b_000_naip.tif": 32,
+        "synth_b_000_naip.tif": 32,
+        "synth_000_naip.tif": 32,
+        "synth_001_naip.tif": 32,
+    }
+    assert len(list(out.glob("*_lc.tif"))) == 4
+
+
+def test_a_second_shifted_world_in_a_folder_is_refused_and_overwrite_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """One shifted world a folder: its manifest lists one; another prefix would replace it."""
+    out = tmp_path / "w"
+    args = ("data", "synth", str(out), "--profile", "shifted", "--tiles", "1", "--size", "128")
+    assert run_cli(*args).returncode == 0
+    first = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tif"))
+    again = run_cli(*args, "--prefix", "other")
+    assert_one_line_error(again, str(out), "files of a shifted world", "--overwrite")
+    assert sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tif")) == first
+    replaced = run_cli(*args, "--prefix", "other", "--overwrite")
+    assert replaced.returncode == 0, replaced.stderr
+    now = sorted(p.relative_to(out).as_posix() for p in out.rglob("*.tif"))
+    assert now == sorted(t.replace("synth_", "other_") for t in first)
+    assert "synth_" not in (out / "manifest.csv").read_text()
