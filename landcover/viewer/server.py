@@ -45,6 +45,7 @@ from rasterio.errors import RasterioError
 from rio_tiler.utils import render
 
 from landcover.errors import DataError, first_line
+from landcover.redaction import redact
 from landcover.viewer.job import ViewerJob
 from landcover.viewer.pixel import pixel_at
 from landcover.viewer.render import LAYERS, MAX_ZOOM, TILE_SIZE, TileRenderer
@@ -129,6 +130,10 @@ class ViewerServer(ThreadingHTTPServer):
         """What escapes a request's handling is one line, not socketserver's traceback.
 
         A client that went away meanwhile is said at debug level only.
+
+        Args:
+            request: The request's socket (socketserver's argument).
+            client_address: The client's ``(host, port)``.
         """
         exc = sys.exc_info()[1]
         if exc is None or isinstance(exc, ConnectionError):
@@ -194,10 +199,16 @@ class ViewerHandler(BaseHTTPRequestHandler):
             self.failed(first_line(exc, typed=True))
 
     def failed(self, reason: str) -> None:
-        """Logs a request that failed in one line and answers it 500 (if the client is there)."""
+        """Logs a request that failed in one line and answers it 500 (if the client is there).
+
+        Args:
+            reason: The failure in one line; redacted before it is sent (a blob read with a
+                token may name its signed URL).
+        """
         log.warning("view: %s: %s", self.path, reason)
         with suppress(OSError):
-            self.send(reason.encode(), "text/plain", HTTPStatus.INTERNAL_SERVER_ERROR)
+            body = redact(reason).encode()
+            self.send(body, "text/plain", HTTPStatus.INTERNAL_SERVER_ERROR)
 
     def route(self) -> None:
         """Answers a GET by its path (see the module)."""

@@ -147,3 +147,27 @@ def test_a_client_gone_mid_request_leaves_the_console_quiet(job: Path) -> None:
 def others(console: str) -> list[str]:
     """The console's lines but the server's own two (serving ..., stopped)."""
     return [s for s in console.splitlines() if not s.startswith("serving ") and s != "stopped"]
+
+
+def test_a_failure_s_reply_is_redacted_as_its_console_line(job: Path, tmp_path: Path) -> None:
+    """A 500's body quotes the failure: a signature in it (a token-signed blob's URL, here a
+    folder named like one) is redacted there as on the console."""
+    secret = "VIEWSIGSECRET0123"
+    folder = tmp_path / f"job-sig={secret}"
+    shutil.copytree(job, folder, ignore=shutil.ignore_patterns("*.vrt"))
+    item = json.loads((folder / "stac_items.json").read_text())["features"][1]
+    west, south, east, north = item["bbox"]
+    point = f"/api/pixel?lon={(west + east) / 2}&lat={(south + north) / 2}"
+    viewer = Viewer(folder)
+    try:
+        (folder / f"{item['id']}_class.tif").unlink()  # read on demand: a missing file's error
+        connection = http.client.HTTPConnection(viewer.netloc, timeout=30)
+        connection.request("GET", point)
+        reply = connection.getresponse()
+        body = reply.read().decode()
+        connection.close()
+    finally:
+        console = viewer.stop()
+    assert reply.status == 500
+    assert "sig=***" in body and secret not in body, body
+    assert secret not in console
