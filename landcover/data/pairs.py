@@ -49,9 +49,14 @@ def discover_pairs(root: str, image_suffix: str, label_suffix: str) -> list[Tile
         StorageError: If listing a remote folder fails.
     """
     if storage.is_file(root):
+        hint = (
+            ": a manifest, which training reads as data.manifest (--set data.manifest=FILE)"
+            if root.lower().endswith(".csv")
+            else ""
+        )
         raise DataError(
             f"{root}: a file, not a folder of {{name}}{image_suffix} / {{name}}{label_suffix} "
-            "pairs (a CSV list of pairs is set as data.manifest)"
+            f"pairs{hint}"
         )
     if not storage.exists(root):
         raise DataError(f"{root}: data folder not found")

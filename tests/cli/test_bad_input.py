@@ -65,8 +65,12 @@ def test_a_file_given_as_the_data_folder(data: Path, tiny_config: Path, tmp_path
     """A tile given to --data exists: the message says it is a file, not that it is missing."""
     tile = next(data.glob("*_naip.tif"))
     result = _train(tile, tiny_config, tmp_path)
-    error = assert_one_line_error(result, str(tile), "a file, not a folder", "data.manifest")
-    assert "not found" not in error
+    error = assert_one_line_error(result, str(tile), "a file, not a folder of")
+    assert "not found" not in error and "manifest" not in error
+    manifest = tmp_path / "pairs.csv"
+    manifest.write_text("image,label\n")
+    result = _train(manifest, tiny_config, tmp_path)
+    assert_one_line_error(result, "a file, not a folder", "--set data.manifest=FILE")
 
 
 def test_missing_partner(data: Path, tiny_config: Path, tmp_path: Path) -> None:
