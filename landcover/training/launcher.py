@@ -96,7 +96,7 @@ def train_main(config: Config) -> None:
 
         try:
             folder = RunFolder(config.run.out, check=False)
-            check_resume(config, folder)  # before the worker writes its log
+            check_resume(config, folder, warn=external.rank == 0)  # before its log starts
             run_worker(config, external, folder)
         except Exception as exc:
             error = exc if isinstance(exc, LandcoverError) else uncaught_output_error(exc)
@@ -117,7 +117,8 @@ def train_main(config: Config) -> None:
     in_process = config.run.workers == 1 and config.run.nnodes == 1
     pairs = preflight(config, in_process)
     folder = RunFolder(config.run.out, check=False)  # this process's one run folder
-    check_resume(config, folder)  # a checkpoint trained with other settings: one line
+    # a checkpoint trained with other settings: one line (and other data: one warning a run)
+    check_resume(config, folder, warn=not config.run.node_rank)
     start = RunStart.capture(config.run.out)
     try:
         folder.check()  # a read-only, unwritable or full run folder: one line, now

@@ -12,7 +12,7 @@ external launcher started.
 from __future__ import annotations
 
 import logging
-import posixpath
+import os
 from typing import Any
 
 from landcover.checkpoint import load_checkpoint
@@ -48,7 +48,7 @@ DATA_SETTINGS = (
 log = logging.getLogger("landcover")
 
 
-def check_resume(config: Config, folder: RunFolder) -> None:
+def check_resume(config: Config, folder: RunFolder, warn: bool = True) -> None:
     """Refuses a resume whose checkpoint does not fit the settings, before anything is written.
 
     The run folder's resume checkpoint (``last.pt``, else the newest ``epoch-NNNN.pt``) is
@@ -57,6 +57,7 @@ def check_resume(config: Config, folder: RunFolder) -> None:
     Args:
         config: The command's configuration.
         folder: The run folder (not yet created nor checked).
+        warn: Say a change of data (:func:`warn_other_data`): in one process of the run.
 
     Raises:
         CheckpointError: If the checkpoint cannot be loaded or was trained with other settings.
@@ -65,7 +66,8 @@ def check_resume(config: Config, folder: RunFolder) -> None:
     if path is not None:
         trained = load_checkpoint(path).config
         check_fits(path, trained, config)
-        warn_other_data(path, trained, config)
+        if warn:
+            warn_other_data(path, trained, config)
 
 
 def warn_other_data(path: str, trained: dict[str, Any], config: Config) -> None:
@@ -98,9 +100,12 @@ def warn_other_data(path: str, trained: dict[str, Any], config: Config) -> None:
 
 
 def _same_data(value: Any) -> Any:
-    """A data setting as compared: paths without ``./`` or a trailing ``/``; lists as tuples."""
+    """A data setting as compared: a local path absolute from here, a URL without its last ``/``.
+
+    Lists are compared as tuples.
+    """
     if isinstance(value, str):
-        return posixpath.normpath(value.rstrip("/")) if "://" not in value else value.rstrip("/")
+        return os.path.abspath(value) if "://" not in value else value.rstrip("/")
     if isinstance(value, list):
         return tuple(value)
     return value

@@ -9,6 +9,7 @@ every file of the run folder (``config.yaml``, the logs, the checkpoints) keeps 
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -88,8 +89,8 @@ def test_a_resume_with_other_data_says_what_it_does_to_best_pt(
     assert len(warned) == 1, result.stderr
     assert f"data.root {tiny_data} -> {other}" in warned[0]
     assert "best.pt" in warned[0]
-    # the same data, named another way: no warning
-    named = f"{other.parent}/./{other.name}/"
+    # the same data, named another way (relative to here, with ./ and a last /): no warning
+    named = f"{os.path.relpath(other.parent)}/./{other.name}/"
     args = ["train", "--config", str(CPU), "--data", named, "--out", str(run)]
     again = run_cli(*args, *SMALL[2:], "--epochs", "3", "--workers", "1")
     assert again.returncode == 0, again.stderr
