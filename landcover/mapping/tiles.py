@@ -85,14 +85,14 @@ def _from_glob(pattern: str, image_suffix: str) -> list[str]:
     found = sorted(m for m in matches if not _ours(storage.name(m)))
     if not found:
         raise DataError(f"{pattern}: no files match")
+
     # a pattern over a folder of pairs (data/*.tif) matches the labels too: as a folder
     # argument does, take the images and leave out their partners
-    stems = {_pair_stem(storage.name(m)) for m in found if storage.name(m).endswith(image_suffix)}
-    partners = [
-        m
-        for m in found
-        if not storage.name(m).endswith(image_suffix) and _pair_stem(storage.name(m)) in stems
-    ]
+    def key(m: str) -> tuple[str, str]:  # a partner lies beside its image
+        return posixpath.dirname(m), _pair_stem(storage.name(m))
+
+    stems = {key(m) for m in found if storage.name(m).endswith(image_suffix)}
+    partners = [m for m in found if not storage.name(m).endswith(image_suffix) and key(m) in stems]
     if partners:
         log.info(
             "%s: %d file(s) beside their *%s images left out (their labels, as %s)",

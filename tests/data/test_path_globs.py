@@ -42,6 +42,10 @@ def test_a_glob_over_a_folder_of_pairs_takes_the_images(tmp_path: Path) -> None:
         (tmp_path / name).write_bytes(b"")
     expected = [str(tmp_path / n) for n in ("a_naip.tif", "b_naip.tif", "other.tif")]
     assert resolve_tiles([f"{tmp_path}/*.tif"]) == expected
+    # a partner lies beside its image: a label of that name in another folder is a tile
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "a_lc.tif").write_bytes(b"")
+    assert str(tmp_path / "sub" / "a_lc.tif") in resolve_tiles([f"{tmp_path}/**/*.tif"])
     # without images of the suffix, every match is a tile
     assert resolve_tiles([f"{tmp_path}/*_lc.tif"]) == [
         str(tmp_path / "a_lc.tif"),
