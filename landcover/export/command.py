@@ -168,5 +168,7 @@ def _sigint_held() -> Iterator[None]:
         yield
     finally:
         signal.signal(signal.SIGINT, previous)
+        if held and previous in (signal.SIG_DFL, signal.default_int_handler):
+            raise KeyboardInterrupt  # so the scratch folder's cleanup runs (SIG_DFL would not)
         if held:
-            signal.raise_signal(signal.SIGINT)  # KeyboardInterrupt under Python's handler
+            signal.raise_signal(signal.SIGINT)  # another handler's own way

@@ -167,16 +167,17 @@ def load_share(
         log.warning("%s: every image pixel is no-data: the tile adds nothing to training", image)
     small = [t.name for t in tiles if min(t.image.shape[:2]) < cfg.patch_size]
     if small:
+        fits = min(min(t.image.shape[:2]) for t in tiles) // 32 * 32  # a multiple of 32
+        advice = f"a patch_size of at most {fits} px uses them whole" if fits else "no patch fits"
         log.warning(
             "%s: %d of %d training tiles are smaller than data.patch_size (%d px), as %s: "
-            "their patches are padded with ignored pixels; a patch_size of at most %d px "
-            "uses them whole",
+            "their patches are padded with ignored pixels; %s",
             where,
             len(small),
             len(tiles),
             cfg.patch_size,
             small[0],
-            max(32, min(min(t.image.shape[:2]) for t in tiles) // 32 * 32),
+            advice,
         )
     return TileShare(tiles, val_tiles, len(train_pairs), len(val_pairs), empty)
 

@@ -188,7 +188,17 @@ def is_exported_model(path: str | Path) -> bool:
 
 
 def file_sha256(path: str | Path) -> str:
-    """The sha256 of a file's bytes, read in 1 MiB pieces."""
+    """The sha256 of a file's bytes, read in 1 MiB pieces.
+
+    Args:
+        path: The file.
+
+    Returns:
+        The digest in hex.
+
+    Raises:
+        OSError: If the file cannot be read.
+    """
     digest = hashlib.sha256()
     with open(path, "rb") as f:
         while piece := f.read(1 << 20):

@@ -25,7 +25,7 @@ from landcover.checkpoint import load_checkpoint
 from landcover.config import Config, config_from_dict
 from landcover.data.normalize import BandNormalizer
 from landcover.errors import CheckpointError, ConfigError, first_line
-from landcover.inference.exported import is_exported_model, read_metadata
+from landcover.inference.exported import METADATA_NAME, is_exported_model, read_metadata
 from landcover.inference.loader import InferenceModel, checkpoint_pixel_size, load_inference_model
 
 CPU_PROVIDER = "CPUExecutionProvider"
@@ -126,11 +126,16 @@ def load_onnx_model(path: str | Path, device: str = "auto") -> InferenceModel:
     # would take the cores from the reader, the writer and the blending between forwards
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     data = Path(path).read_bytes()
+    digest = hashlib.sha256(data)
+    if meta.model_sha256 is not None and digest.hexdigest() != meta.model_sha256:
+        raise CheckpointError(  # replaced since read_metadata checked it
+            f"{path}: changed while it was loaded: not the model {METADATA_NAME} describes"
+        )
     try:
         session = onnxruntime.InferenceSession(data, options, providers=providers)
     except Exception as exc:  # onnxruntime raises its own types for a bad file
         raise CheckpointError(f"{path}: ONNX Runtime cannot load it ({first_line(exc)})") from None
-    runner = OnnxRunner(session, meta.input_name, hashlib.sha256(data).digest()).eval()
+    runner = OnnxRunner(session, meta.input_name, digest.digest()).eval()
     cpu = torch.device("cpu")
     return InferenceModel(
         model=runner,
