@@ -71,7 +71,7 @@ def _open_error(path: str, exc: Exception) -> DataError:
 
 @contextmanager
 def open_raster(
-    path: str, data: bytes | None = None, mask: bytes | None = None
+    path: str, data: bytes | None = None, mask: bytes | None = None, image: bool = True
 ) -> Iterator[rasterio.io.DatasetReader]:
     """Opens a raster from a path, a URL or bytes; every failure is a one-line DataError.
 
@@ -83,6 +83,8 @@ def open_raster(
         path: The file or URL (named in messages).
         data: The file's bytes, if already fetched.
         mask: The bytes of its external mask file (``path.msk``), if fetched with ``data``.
+        image: Whether a remote file may have a mask file to read with it (``False`` for a
+            label: no request that finds nothing).
 
     Yields:
         The open dataset (closed on exit).
@@ -96,7 +98,8 @@ def open_raster(
     with ExitStack() as stack:
         try:
             if data is None and storage.is_remote(path):
-                data, mask = storage.read_bytes(path), read_mask_file(path)
+                data = storage.read_bytes(path)
+                mask = read_mask_file(path) if image else None
             if data is not None:
                 ds = stack.enter_context(open_bytes(data, mask))
             else:
@@ -325,7 +328,7 @@ def inspect_pair(pair: TilePair, bands: int) -> tuple[int, int]:
         DataError: If a file is missing or unreadable, has the wrong bands, or the label
             cannot be brought onto the image's grid.
     """
-    with open_raster(pair.image) as img, open_raster(pair.label) as lab:
+    with open_raster(pair.image) as img, open_raster(pair.label, image=False) as lab:
         check_image(img, pair.image, bands)
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
         return img.height, img.width

@@ -81,7 +81,7 @@ def tile_confusion(
     image_valid = 0
     with (
         open_raster(pair.image) as img_file,
-        open_raster(pair.label) as lab,
+        open_raster(pair.label, image=False) as lab,
         checked_image(img_file, pair.image, im.bands, CHECKPOINT_EXPECTS) as img,
     ):
         check_alignable(lab, img, label_name=pair.label, image_name=pair.image)
