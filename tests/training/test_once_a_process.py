@@ -46,9 +46,9 @@ def test_one_run_folder_and_one_read_of_each_pair_a_process(
         folders.append(out)
         real_init(self, out, check)
 
-    def open_raster(path: str, data: bytes | None = None) -> AbstractContextManager[Any]:
+    def open_raster(path: str, *args: Any, **kwargs: Any) -> AbstractContextManager[Any]:
         opened.append(Path(path).name)
-        return real_open(path, data)
+        return real_open(path, *args, **kwargs)
 
     def fetch_many(urls: list[str], **kwargs: Any) -> Iterator[Any]:
         fetched.extend(Path(u).name for u in urls)
