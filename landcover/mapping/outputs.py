@@ -286,25 +286,23 @@ def write_stats(
     storage.write_text(url, json.dumps(record, indent=1))
 
 
-def made_from(url: str) -> str | None:
-    """The input version a tile's maps were made from, as its stats file records it.
+@dataclass(frozen=True)
+class StoredStats:
+    """What a tile's ``{stem}_stats.json`` says of its maps (:func:`read_stats`).
 
-    Args:
-        url: The stats file (path or URL).
-
-    Returns:
-        The version (:func:`write_stats`), or ``None`` when the file or the record is missing
-        (maps of an older landcover: not known).
+    Attributes:
+        counts: The class counts, when the file describes these maps (else ``None``: missing,
+            unreadable or stale).
+        input_version: The input version the maps were made from (:func:`write_stats`), or
+            ``None`` when the file or the record is missing (maps of an older landcover).
     """
-    try:
-        version = json.loads(storage.read_bytes(url)).get("input_version")
-    except (storage.StorageError, ValueError, AttributeError):
-        return None
-    return version if isinstance(version, str) else None
+
+    counts: ClassCounts | None
+    input_version: str | None
 
 
-def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> ClassCounts | None:
-    """The class counts in ``{stem}_stats.json``, if it is there and describes these maps.
+def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> StoredStats:
+    """Reads ``{stem}_stats.json`` once: its counts if they fit these maps, and their input.
 
     Args:
         url: The stats file (path or URL).
@@ -313,10 +311,17 @@ def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> Clas
         num_classes: Classes of the model.
 
     Returns:
-        The counts, or ``None`` when the file is missing, unreadable or stale.
+        What the file says (both ``None`` when it is missing or unreadable).
     """
     try:
         record = json.loads(storage.read_bytes(url))
+    except (storage.StorageError, ValueError):
+        return StoredStats(None, None)
+    if not isinstance(record, dict):
+        return StoredStats(None, None)
+    version = record.get("input_version")
+    version = version if isinstance(version, str) else None
+    try:
         fits = (
             record["fingerprint"] == fingerprint
             and Grid(**{**record["grid"], "transform": tuple(record["grid"]["transform"])}) == grid
@@ -325,7 +330,7 @@ def read_stats(url: str, fingerprint: str, grid: Grid, num_classes: int) -> Clas
         if fits:
             pixels = [int(n) for n in record["class_pixels"]]
             if sum(pixels) + int(record["nodata_pixels"]) == grid.width * grid.height:
-                return ClassCounts(pixels, int(record["nodata_pixels"]))
-    except (storage.StorageError, ValueError, KeyError, TypeError):
+                return StoredStats(ClassCounts(pixels, int(record["nodata_pixels"])), version)
+    except (ValueError, KeyError, TypeError):
         pass
-    return None
+    return StoredStats(None, version)

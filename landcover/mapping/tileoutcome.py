@@ -24,7 +24,6 @@ from landcover.mapping.outputs import (
     acquisition,
     count_classes,
     incomplete_reason,
-    made_from,
     output_paths,
     read_grid,
     read_stats,
@@ -89,18 +88,21 @@ def complete_maps(entry: TileEntry, ctx: WorkerContext) -> MapsFound | None:
         return None
     num_classes = ctx.im.mapping.num_classes
     check = ctx.fingerprint.check(grid, num_classes, ctx.options.prob_dtype)
+    digest = ctx.fingerprint.digest
     reason = incomplete_reason(outputs, check, ctx.options.writers)
-    made = made_from(outputs.stats) if reason is None else None
+    stored = None if reason is not None else read_stats(outputs.stats, digest, grid, num_classes)
+    made = stored.input_version if stored is not None else None
     if made is not None and entry.version is not None and made != entry.version:
         reason = "its input changed since its maps were made"
     if reason is not None:
         if not reason.endswith(": missing"):
             log.info("%s: predicting it again (%s)", entry.path, reason)
         return None
-    counts = read_stats(outputs.stats, ctx.fingerprint.digest, grid, num_classes)
+    assert stored is not None  # read when the maps were complete
+    counts = stored.counts
     if counts is None:
         counts = count_classes(outputs.class_map, num_classes)
-        write_stats(outputs.stats, entry.path, ctx.fingerprint.digest, grid, counts, entry.version)
+        write_stats(outputs.stats, entry.path, digest, grid, counts, entry.version)
     log.info("%s: skipped, its outputs are complete", entry.path)
     return grid, counts, outputs
 
