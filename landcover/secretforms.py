@@ -58,11 +58,13 @@ QMARK, AMP, EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3
 """Regular-expression pieces for a URL query's ``?``, ``&`` and ``=``, also percent-encoded
 (``landcover.storage.urls`` refuses such queries by the same rule)."""
 TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
-    # a SAS field in a URL query (after ? or &)
-    (re.compile(rf"((?:{QMARK}|{AMP})(?:{_SAS_FIELDS}){EQUALS}){_QUERY_VALUE}", re.I), r"\1"),
-    # another cloud's signed-URL credential or a token field in a URL query
+    # a SAS field, another cloud's signed-URL credential or a token field in a URL query
+    # (after ? or &)
     (
-        re.compile(rf"((?:{QMARK}|{AMP})(?:{_SIGNED_URL_FIELDS}){EQUALS}){_QUERY_VALUE}", re.I),
+        re.compile(
+            rf"((?:{QMARK}|{AMP})(?:{_SAS_FIELDS}|{_SIGNED_URL_FIELDS}){EQUALS}){_QUERY_VALUE}",
+            re.I,
+        ),
         r"\1",
     ),
     # a signature anywhere
