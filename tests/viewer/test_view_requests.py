@@ -55,18 +55,31 @@ def job(quick_checkpoint: Path, tiny_data: Path, tmp_path_factory: pytest.TempPa
     return out
 
 
-def status(viewer: Viewer, path: str) -> int | str:
-    """The HTTP status of a GET, or why no reply came."""
+def get(viewer: Viewer, path: str) -> tuple[int | str, str]:
+    """The HTTP status and body of a GET, or why no reply came (and no body)."""
     connection = http.client.HTTPConnection(viewer.netloc, timeout=30)
     try:
         connection.request("GET", path)
         reply = connection.getresponse()
-        reply.read()
-        return reply.status
+        return reply.status, reply.read().decode(errors="replace")
     except (http.client.HTTPException, OSError) as exc:
-        return f"no reply ({type(exc).__name__})"
+        return f"no reply ({type(exc).__name__})", ""
     finally:
         connection.close()
+
+
+def status(viewer: Viewer, path: str) -> int | str:
+    """The HTTP status of a GET, or why no reply came."""
+    return get(viewer, path)[0]
+
+
+def copied_job(job: Path, folder: Path) -> tuple[str, str]:
+    """The job copied to ``folder`` (no VRTs: the tiles' own files are read); its second
+    tile's id and a pixel query at that tile's centre."""
+    shutil.copytree(job, folder, ignore=shutil.ignore_patterns("*.vrt"))
+    item = json.loads((folder / "stac_items.json").read_text())["features"][1]
+    west, south, east, north = item["bbox"]
+    return item["id"], f"/api/pixel?lon={(west + east) / 2}&lat={(south + north) / 2}"
 
 
 def tile_of(job: Path, zoom: int) -> str:
@@ -101,14 +114,11 @@ def test_a_handler_that_fails_is_a_500_and_one_line_and_the_server_goes_on(
     job: Path, tmp_path: Path
 ) -> None:
     folder = tmp_path / "job"
-    shutil.copytree(job, folder, ignore=shutil.ignore_patterns("*.vrt"))
-    item = json.loads((folder / "stac_items.json").read_text())["features"][1]
-    west, south, east, north = item["bbox"]
-    point = f"lon={(west + east) / 2}&lat={(south + north) / 2}"
+    tile, point = copied_job(job, folder)
     viewer = Viewer(folder)
     try:
-        assert status(viewer, f"/api/pixel?{point}") == 200
-        class_map = folder / f"{item['id']}_class.tif"
+        assert status(viewer, point) == 200
+        class_map = folder / f"{tile}_class.tif"
         with rasterio.open(class_map) as ds:  # the same pixels, no CRS: rasterio's CRSError
             profile = {
                 k: ds.profile[k]
@@ -117,7 +127,7 @@ def test_a_handler_that_fails_is_a_500_and_one_line_and_the_server_goes_on(
             classes = ds.read()
         with rasterio.open(class_map, "w", driver="GTiff", **profile) as ds:
             ds.write(classes)
-        answers = [status(viewer, f"/api/pixel?{point}") for _ in range(2)]
+        answers = [status(viewer, point) for _ in range(2)]
         assert status(viewer, "/api/job") == 200
     finally:
         console = viewer.stop()
@@ -154,20 +164,13 @@ def test_a_failure_s_reply_is_redacted_as_its_console_line(job: Path, tmp_path: 
     folder named like one) is redacted there as on the console."""
     secret = "VIEWSIGSECRET0123"
     folder = tmp_path / f"job-sig={secret}"
-    shutil.copytree(job, folder, ignore=shutil.ignore_patterns("*.vrt"))
-    item = json.loads((folder / "stac_items.json").read_text())["features"][1]
-    west, south, east, north = item["bbox"]
-    point = f"/api/pixel?lon={(west + east) / 2}&lat={(south + north) / 2}"
+    tile, point = copied_job(job, folder)
     viewer = Viewer(folder)
     try:
-        (folder / f"{item['id']}_class.tif").unlink()  # read on demand: a missing file's error
-        connection = http.client.HTTPConnection(viewer.netloc, timeout=30)
-        connection.request("GET", point)
-        reply = connection.getresponse()
-        body = reply.read().decode()
-        connection.close()
+        (folder / f"{tile}_class.tif").unlink()  # read on demand: a missing file's error
+        code, body = get(viewer, point)
     finally:
         console = viewer.stop()
-    assert reply.status == 500
+    assert code == 500
     assert "sig=***" in body and secret not in body, body
     assert secret not in console
