@@ -12,6 +12,9 @@ from __future__ import annotations
 
 import logging
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import shapely
 
 from landcover.aoi import AreaOfInterest
 from landcover.aoi.area import WGS84
@@ -23,48 +26,48 @@ from landcover.mapping.outputs import read_grid
 log = logging.getLogger("landcover")
 
 
-def meets_area(grid: Grid, area: AreaOfInterest) -> bool:
-    """Whether a grid's footprint shares some ground with an area.
-
-    Args:
-        grid: The grid (with a CRS).
-        area: The area.
-
-    Returns:
-        Whether their intersection has an area (touching along an edge is not enough).
-    """
+def _ground(grid: Grid) -> shapely.Geometry:
+    """A grid's footprint in WGS 84 (the grid has a CRS)."""
     crs = grid.rasterio_crs
     assert crs is not None
-    shape = reproject(footprint(grid.affine, grid.width, grid.height), crs, WGS84)
-    return shape.intersection(area.shape).area > 0
+    return reproject(footprint(grid.affine, grid.width, grid.height), crs, WGS84)
 
 
-def _placed(tile: str, area: AreaOfInterest) -> bool | None:
-    """Whether a tile meets the area; ``None`` when it has no CRS."""
+def _meets(ground: shapely.Geometry, area: AreaOfInterest) -> bool:
+    return ground.intersection(area.shape).area > 0
+
+
+@dataclass(frozen=True)
+class _Placed:
+    """Where a tile lies, as read once from its header.
+
+    Attributes:
+        ground: Its footprint in WGS 84; ``None`` when it cannot be read or has no CRS.
+        has_crs: Whether it has a CRS (an unreadable tile counts as having one: it is kept,
+            and the job says why it fails).
+    """
+
+    ground: shapely.Geometry | None
+    has_crs: bool = True
+
+
+def _place(tile: str) -> _Placed:
     try:
         grid = read_grid(tile)
     except Exception:  # unreadable: kept, and the job says why it fails
-        return True
+        return _Placed(None)
     if grid.rasterio_crs is None:
-        return None
-    return meets_area(grid, area)
+        return _Placed(None, has_crs=False)
+    return _Placed(_ground(grid))
 
 
-def _tiles_span(tiles: list[str]) -> str:
+def _span(placed: list[_Placed]) -> str:
     """Where the tiles lie in longitude and latitude, for the message of an area none meets."""
-    spans = []
-    for tile in tiles[:64]:  # an error's message: the first ones say enough
-        try:
-            grid = read_grid(tile)
-            if grid.rasterio_crs is not None:
-                corners = footprint(grid.affine, grid.width, grid.height)
-                spans.append(reproject(corners, grid.rasterio_crs, WGS84).bounds)
-        except Exception:  # unreadable: its own message comes with the job
-            continue
-    if not spans:
+    bounds = [p.ground.bounds for p in placed if p.ground is not None]
+    if not bounds:
         return ""
-    w, s, e, n = (f(b[i] for b in spans) for i, f in enumerate((min, min, max, max)))
-    which = "the tile lies" if len(tiles) == 1 else "the tiles lie"
+    w, s, e, n = (f(b[i] for b in bounds) for i, f in enumerate((min, min, max, max)))
+    which = "the tile lies" if len(placed) == 1 else "the tiles lie"
     return f"; {which} at longitude {w:.5f} to {e:.5f}, latitude {s:.5f} to {n:.5f}"
 
 
@@ -85,17 +88,21 @@ def tiles_in_area(tiles: list[str], area: AreaOfInterest, concurrency: int = 16)
     if not tiles:
         return []
     with ThreadPoolExecutor(max_workers=min(concurrency, len(tiles))) as pool:
-        placed = list(pool.map(lambda t: _placed(t, area), tiles))
-    for tile, found in zip(tiles, placed, strict=True):
-        if found is None:
+        placed = list(pool.map(_place, tiles))
+    for tile, where in zip(tiles, placed, strict=True):
+        if not where.has_crs:
             log.warning("%s: no CRS, it cannot be placed in %s: left out", tile, area.source)
-    kept = [t for t, found in zip(tiles, placed, strict=True) if found]
+    kept = [
+        t
+        for t, where in zip(tiles, placed, strict=True)
+        if where.has_crs and (where.ground is None or _meets(where.ground, area))
+    ]
     if not kept:
         which = "the tile does not" if len(tiles) == 1 else f"none of the {len(tiles)} tiles"
         w, s, e, n = area.bounds
         raise DataError(
             f"{area.source}: {which} meet the area of interest (--aoi), which spans longitude "
-            f"{w:.5f} to {e:.5f}, latitude {s:.5f} to {n:.5f}{_tiles_span(tiles)} (a GeoJSON "
+            f"{w:.5f} to {e:.5f}, latitude {s:.5f} to {n:.5f}{_span(placed)} (a GeoJSON "
             "position is longitude first)"
         )
     if len(kept) < len(tiles):
