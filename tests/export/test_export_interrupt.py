@@ -12,6 +12,8 @@ from __future__ import annotations
 import hashlib
 import os
 import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -95,3 +97,31 @@ def test_ctrl_c_while_the_files_move_is_held_until_the_export_is_whole(
     assert '"model_file": "model.pt2"' in meta and sha256(previous / "model.pt2") in meta
     assert sorted(p.name for p in previous.parent.iterdir()) == ["model"]  # no scratch left
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # put back
+
+
+@pytest.mark.parametrize(
+    ("handler", "code"),
+    [("signal.SIG_DFL", "KeyboardInterrupt"), ("signal.SIG_IGN", "finished")],
+)
+def test_a_held_ctrl_c_under_sig_dfl_is_raised_and_under_sig_ign_ignored(
+    handler: str, code: str
+) -> None:
+    """SIG_DFL would end the process at once: raised as KeyboardInterrupt after the moves."""
+    script = f"""
+import os, signal
+from landcover.export.command import _sigint_held
+signal.signal(signal.SIGINT, {handler})
+moved = []
+try:
+    with _sigint_held():
+        os.kill(os.getpid(), signal.SIGINT)
+        moved.append("all")
+    print("finished", moved, signal.getsignal(signal.SIGINT) is {handler})
+except KeyboardInterrupt:
+    print("KeyboardInterrupt", moved, signal.getsignal(signal.SIGINT) is {handler})
+"""
+    result = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, timeout=120
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.split() == [code, "['all']", "True"]

@@ -96,3 +96,30 @@ def test_predict_refuses_a_model_file_its_metadata_does_not_describe(
         "--out", str(tmp_path / "maps"), "--device", "cpu", "--no-preview",
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
+
+
+def test_a_model_file_replaced_while_predict_loads_it_is_refused(
+    quick_checkpoint: Path, other_checkpoint: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The bytes ONNX Runtime gets are checked again: a file swapped after the metadata check."""
+    from landcover.errors import CheckpointError
+    from landcover.inference import runner
+
+    ours, theirs = tmp_path / "a", tmp_path / "b"
+    export(quick_checkpoint, ours)
+    export(other_checkpoint, theirs)
+    model = ours / "model.onnx"
+    checked = runner.read_metadata
+
+    def swapped_after_the_check(path: str | Path) -> object:
+        meta = checked(path)  # the pair as written: passes
+        shutil.copy(theirs / "model.onnx", model)  # another process replaces the file now
+        return meta
+
+    monkeypatch.setattr(runner, "read_metadata", swapped_after_the_check)
+    with pytest.raises(CheckpointError, match="changed while it was loaded"):
+        runner.load_onnx_model(model, "cpu")
+    monkeypatch.undo()
+    shutil.copy(theirs / "model.onnx", model)  # the same bytes, the metadata unchanged
+    with pytest.raises(CheckpointError, match="is not the model"):
+        runner.load_onnx_model(model, "cpu")  # refused by the first check, as predict is
