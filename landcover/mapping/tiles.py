@@ -88,11 +88,10 @@ def _from_glob(pattern: str, image_suffix: str) -> list[str]:
 
     # a pattern over a folder of pairs (data/*.tif) matches the labels too: as a folder
     # argument does, take the images and leave out their partners
-    def key(m: str) -> tuple[str, str]:  # a partner lies beside its image
-        return posixpath.dirname(m), _pair_stem(storage.name(m))
-
-    stems = {key(m) for m in found if storage.name(m).endswith(image_suffix)}
-    partners = [m for m in found if not storage.name(m).endswith(image_suffix) and key(m) in stems]
+    stems = {_pair_key(m) for m in found if storage.name(m).endswith(image_suffix)}
+    partners = [
+        m for m in found if not storage.name(m).endswith(image_suffix) and _pair_key(m) in stems
+    ]
     if partners:
         log.info(
             "%s: %d file(s) beside their *%s images left out (their labels, as %s)",
@@ -126,26 +125,33 @@ def _from_folder(folder: str, image_suffix: str) -> list[str]:
     return images
 
 
-def _pair_stem(name: str) -> str:
-    """A file name without its last ``_suffix.ext`` (``m_1_naip.tif``, ``m_1_lc.tif`` -> ``m_1``)."""
-    return name.rsplit("_", 1)[0] if "_" in name else name.rsplit(".", 1)[0]
+def _pair_key(path: str) -> tuple[str, str]:
+    """A file's folder and its name without its last ``_suffix.ext``: a pair's shared key.
+
+    A partner lies beside its image (``d/m_1_naip.tif``, ``d/m_1_lc.tif`` -> ``(d, m_1)``).
+    """
+    name = storage.name(path)
+    return posixpath.dirname(path), name.rsplit("_", 1)[0] if "_" in name else name.rsplit(".", 1)[
+        0
+    ]
 
 
 def _warn_left_out(folder: str, files: list[str], images: list[str], suffix: str) -> None:
     """Names the GeoTIFFs a folder leaves out for not ending in ``suffix``.
 
-    The images' partners (their labels: the same stem, another last ``_suffix``) are not
-    named: a folder mixing ``*_naip.tif`` with other names would lose the others unsaid.
+    The images' partners (their labels beside them: the same folder and stem, another last
+    ``_suffix``) are not named: a folder mixing ``*_naip.tif`` with other names would lose the
+    others unsaid.
     """
-    stems = {_pair_stem(storage.name(f)) for f in images}
+    stems = {_pair_key(f) for f in images}
     chosen = set(images)
     left = [
-        storage.name(f)
+        f[len(folder.rstrip("/")) + 1 :] if f.startswith(folder) else storage.name(f)
         for f in files
         if f not in chosen
         and storage.name(f).lower().endswith(IMAGE_SUFFIXES)
         and not _ours(storage.name(f))
-        and _pair_stem(storage.name(f)) not in stems
+        and _pair_key(f) not in stems
     ]
     if left:
         shown = ", ".join(left[:3]) + (f" and {len(left) - 3} more" if len(left) > 3 else "")

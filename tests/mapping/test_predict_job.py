@@ -688,6 +688,8 @@ def test_a_folder_names_the_images_it_leaves_out_and_a_bracketed_name_is_a_file(
     names = ("a_naip.tif", "a_lc.tif", "m_4709963_se_14_1_20180716.tif", "good.tif", "b[1].tif")
     for name in names:
         write_image(folder / name, 16, 16, "EPSG:26918", 1.0, (400000, 4300000), 0)
+    (folder / "other").mkdir()  # a label of the same stem, but not beside its image
+    write_image(folder / "other" / "a_lc.tif", 16, 16, "EPSG:26918", 1.0, (400000, 4300000), 0)
     records = _Records()
     logger = logging.getLogger("landcover")
     logger.addHandler(records)
@@ -697,7 +699,7 @@ def test_a_folder_names_the_images_it_leaves_out_and_a_bracketed_name_is_a_file(
         logger.removeHandler(records)
     assert len(records.lines) == 1, records.lines
     line = records.lines[0]
-    assert "3 GeoTIFF(s) left out" in line and "a_lc.tif" not in line
+    assert "4 GeoTIFF(s) left out" in line and "a_lc.tif" not in line.replace("other/a_lc.tif", "")
     for name in ("m_4709963_se_14_1_20180716.tif", "good.tif", "b[1].tif"):
         assert name in line
     # an existing file named like a glob is that file, beside a real glob
