@@ -202,12 +202,16 @@ def is_tls_or_loopback(url: str) -> bool:
     )
 
 
-def check_endpoint(endpoint: str, source: str) -> None:
+def check_endpoint(
+    endpoint: str, source: str, service: str = "blob endpoint", who: str = "Azure Storage"
+) -> None:
     """Refuses an endpoint that is not https, unless it is a local emulator.
 
     Args:
-        endpoint: The blob service URL.
+        endpoint: The service's URL.
         source: Where it came from (an environment variable), for the message.
+        service: What the URL is, for the message.
+        who: What is reached there, for the message.
 
     Raises:
         CredentialsError: Not an https URL, and not http to a loopback address.
@@ -217,7 +221,7 @@ def check_endpoint(endpoint: str, source: str) -> None:
     parts = urlsplit(endpoint)
     host = parts.hostname or ""
     raise CredentialsError(
-        f"refusing blob endpoint {parts.scheme}://{host or '?'} from {source}: Azure Storage "
+        f"refusing {service} {parts.scheme}://{host or '?'} from {source}: {who} "
         "is reached over https only (plain http only for a local emulator on 127.0.0.1, "
         "localhost or [::1])"
     )

@@ -162,7 +162,10 @@ def _token(account: str, container: str) -> str:
     from planetary_computer.sas import get_token
     from planetary_computer.settings import Settings
 
-    where = redact(f"{Settings.get().sas_url}/{account}/{container}")
+    service = Settings.get().sas_url
+    # the subscription key travels with the request, and the token comes back in the answer
+    check_endpoint(service, "PC_SDK_SAS_URL", "token service", "the Planetary Computer's SAS API")
+    where = redact(f"{service}/{account}/{container}")
     try:
         with _LOCK:
             return get_token(account, container, retry_total=_TOKEN_RETRIES).token

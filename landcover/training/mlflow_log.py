@@ -30,11 +30,13 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
+from urllib.parse import urlsplit
 
 from landcover.config import Config, RunConfig
 from landcover.errors import ConfigError, TrainingError, first_line
 from landcover.fileio import atomic_write_text
 from landcover.redaction import redact, redact_tree
+from landcover.storage.credentials import is_tls_or_loopback
 from landcover.training.callbacks import Callback
 from landcover.training.curves import CURVES
 from landcover.training.records import EpochRecord
@@ -63,6 +65,9 @@ BATCH = 100
 _UNSAFE = re.compile(r"[^\w./\- ]")
 
 INSTALL = "pip install 'landcover[mlflow]' (mlflow-skinny)"
+
+CREDENTIALS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
+"""The environment's credentials MLflow sends to an ``http(s)://`` tracking server."""
 
 TELEMETRY_OFF = "MLFLOW_DISABLE_TELEMETRY"
 """MLflow's documented switch of its usage telemetry, set to ``true`` unless already set."""
@@ -94,10 +99,18 @@ def mlflow_client_class() -> type:
         ``mlflow.tracking.MlflowClient``.
 
     Raises:
-        ConfigError: If MLflow is not installed.
+        ConfigError: If MLflow is not installed, or would send credentials over plain http
+            (:data:`CREDENTIALS`, or a password in the URL) to another machine.
     """
     os.environ.setdefault(TELEMETRY_OFF, "true")
-    why = f"{TRACKING_URI} is set" if os.environ.get(TRACKING_URI) else "run.mlflow is true"
+    uri = os.environ.get(TRACKING_URI, "")
+    sent = [n for n in CREDENTIALS if os.environ.get(n)] + (["its URL"] if "@" in uri else [])
+    if sent and urlsplit(uri).scheme == "http" and not is_tls_or_loopback(uri):
+        raise ConfigError(  # MLflow would send them in the clear
+            f"refusing {TRACKING_URI} {redact(uri)}: credentials ({', '.join(sent)}) go to a "
+            "tracking server over https only (plain http only on 127.0.0.1, localhost or [::1])"
+        )
+    why = f"{TRACKING_URI} is set" if uri else "run.mlflow is true"
     try:
         from mlflow.tracking import MlflowClient
     except ImportError:
@@ -241,7 +254,8 @@ class MlflowLog(Callback):
             self._safely("end the run", self.client.set_terminated, self.run_id, status)
 
     def _name(self) -> str:
-        return PurePosixPath(self.folder.url).name or self.folder.url
+        url = redact(self.folder.url)  # a SAS query never names the run
+        return PurePosixPath(url).name or url
 
     def _stored_run(self) -> str | None:
         """The run id ``mlflow.json`` keeps for this tracking server, if any."""

@@ -79,3 +79,25 @@ def test_a_signed_credential_pickles_without_its_token() -> None:
     assert "TOKEN123" not in repr(auth)
     assert b"TOKEN123" not in pickle.dumps(auth)
     assert auth.__reduce__() == (signed_auth, ("naipeuwest", "naip"))
+
+
+@pytest.mark.parametrize("url", ["http://192.0.2.2:9/api/sas/v1/token", "ftp://192.0.2.2/x"])
+def test_a_token_service_off_this_machine_is_reached_over_https_only(
+    url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The subscription key goes with the request and the token comes back: never plain http."""
+    from planetary_computer.settings import Settings
+
+    from landcover.storage.errors import CredentialsError
+
+    monkeypatch.setenv("PC_SDK_SAS_URL", url)
+    monkeypatch.setenv("PC_SDK_SUBSCRIPTION_KEY", "SUBKEYSECRET42")
+    Settings.get.cache_clear()  # read the environment again
+    try:
+        with pytest.raises(CredentialsError) as info:
+            signed_auth("naipeuwest", "naip-refused-http")  # nothing is sent to 192.0.2.2
+    finally:
+        Settings.get.cache_clear()
+    message = str(info.value)
+    assert message.startswith("refusing token service") and "PC_SDK_SAS_URL" in message
+    assert "https" in message and "SUBKEYSECRET42" not in message

@@ -171,3 +171,44 @@ def test_a_tracking_store_that_cannot_work_is_one_line_before_anything_is_writte
     assert not run.exists(), sorted(p.name for p in run.rglob("*"))
     assert "data " not in result.stderr  # refused before the data were read
     assert line.count("error:") == 1
+
+
+@pytest.mark.parametrize(
+    ("uri", "variable", "sent"),
+    [
+        ("http://192.0.2.2:9/ml", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_TOKEN"),
+        ("http://192.0.2.2:9/ml", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_PASSWORD"),
+        ("http://user:s3cretPassw0rd@192.0.2.2:9/ml", None, "its URL"),
+    ],
+)
+def test_credentials_go_to_a_tracking_server_over_https_only(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path, uri: str, variable: str | None, sent: str
+) -> None:
+    """MLflow sends its token or password with every request: never plain http off the host.
+
+    192.0.2.2 is a documentation address no one answers: the refusal comes before any request.
+    """
+    run = tmp_path / "run"
+    env = {"MLFLOW_TRACKING_URI": uri, **({variable: "s3cretPassw0rd"} if variable else {})}
+    result = run_cli(*train_args(tiny_config, tiny_data, run), env=env)
+    line = assert_one_line_error(result, "refusing MLFLOW_TRACKING_URI http://", sent, "https")
+    assert "s3cretPassw0rd" not in result.stderr + result.stdout, line
+    assert not run.exists()
+
+
+def test_a_run_folder_with_a_query_names_its_mlflow_run_redacted(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The MLflow run is named after the run folder: a SAS query in it is not written there."""
+    secret = "RUNNAMESECRET123"
+    args = train_args(tiny_config, tiny_data, tmp_path / f"run?sv=1&sig={secret}")
+    result = _train([*args, "--epochs", "1", "--samples-per-epoch", "4"], _user_env(tmp_path))
+    assert result.returncode == 0, result.stderr
+    stored = [p for p in (tmp_path / "mlruns").rglob("*") if p.is_file()]
+    assert any(p.name == "mlflow.runName" for p in stored)  # the run was named, and read here
+    leaks = [str(p) for p in stored if secret in p.read_bytes().decode("utf-8", "replace")]
+    assert not leaks
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")
+    client = MlflowClient(f"file:{tmp_path / 'mlruns'}")
+    runs = client.search_runs([e.experiment_id for e in client.search_experiments()])
+    assert [r.info.run_name for r in runs] == ["run?sv=***&sig=***"]
