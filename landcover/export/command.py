@@ -37,6 +37,7 @@ from landcover.errors import ConfigError
 from landcover.export.artifacts import OPSET, write_model
 from landcover.export.describe import describe_model
 from landcover.export.stacmlm import model_item
+from landcover.fileio import atomic_write_text
 from landcover.inference.exported import FORMATS, METADATA_NAME, STAC_NAME, file_sha256
 from landcover.inference.loader import load_inference_model
 from landcover.redaction import redact, redact_tree
@@ -99,11 +100,11 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         file = scratch / meta.model_file
         write_model(im.model, fmt, im.bands, im.config.data.patch_size, file, where)
         meta = replace(meta, model_sha256=file_sha256(file), model_bytes=file.stat().st_size)
-        (scratch / METADATA_NAME).write_text(meta.to_json())
+        atomic_write_text(scratch / METADATA_NAME, meta.to_json())  # redacted, as every record
         parameters = sum(p.numel() for p in im.model.parameters())
         version = _version("onnx") if opset else torch.__version__
-        item = model_item(meta, storage.name(checkpoint).rsplit(".", 1)[0], version, parameters)
-        (scratch / STAC_NAME).write_text(json.dumps(item.to_dict(), indent=2) + "\n")
+        item = model_item(meta, meta.source_checkpoint.rsplit(".", 1)[0], version, parameters)
+        atomic_write_text(scratch / STAC_NAME, json.dumps(item.to_dict(), indent=2) + "\n")
         with _sigint_held():
             _publish(scratch, folder, meta.model_file)
     finally:

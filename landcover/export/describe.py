@@ -20,6 +20,7 @@ from landcover.inference.exported import (
 from landcover.inference.loader import InferenceModel
 from landcover.inference.sliding import resolve_geometry
 from landcover.mapping.outputs import weights_sha256
+from landcover.redaction import redact
 
 GLOBAL_RECIPE = (
     "x = (pixel / 255 - mean[band]) / std[band], with this model's mean and std (the training "
@@ -78,7 +79,7 @@ def describe_model(
         epoch=im.epoch,
         architecture=f"{ARCHITECTURES[model.arch]}/{model.encoder}",
         weights_sha256=weights_sha256(im.model),
-        source_checkpoint=storage.name(im.checkpoint),
+        source_checkpoint=redact(storage.name(im.checkpoint)),  # the item's id too
         exporter=f"torch {torch.__version__} ({'torch.onnx, dynamo' if opset else 'torch.export'})",
         config=state_config,
     )

@@ -123,3 +123,23 @@ def test_a_model_file_replaced_while_predict_loads_it_is_refused(
     shutil.copy(theirs / "model.onnx", model)  # the same bytes, the metadata unchanged
     with pytest.raises(CheckpointError, match="is not the model"):
         runner.load_onnx_model(model, "cpu")  # refused by the first check, as predict is
+
+
+def test_an_export_writes_no_query_of_its_checkpoints_or_folders_name(
+    quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """model.json names the checkpoint and the STAC item takes its id from it: both redacted."""
+    secret = "EXPORTSECRET123"
+    checkpoint = Path(shutil.copy(quick_checkpoint, tmp_path / f"ck?sv=1&sig={secret}.pt"))
+    out = tmp_path / f"model?sv=1&sig={secret}"
+    result = run_cli("export", str(checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    assert secret not in result.stdout + result.stderr
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["model.json", "model.onnx", "model.stac.json"]
+    for name in written:
+        assert secret.encode() not in (out / name).read_bytes(), name
+    meta = json.loads((out / "model.json").read_text())
+    item = json.loads((out / "model.stac.json").read_text())
+    assert meta["source_checkpoint"] == "ck?sv=***&sig=***"
+    assert item["id"] == meta["source_checkpoint"]  # no ".pt" to drop: the query took it
