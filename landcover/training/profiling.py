@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import os
+import tempfile
 import time
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
@@ -33,7 +34,7 @@ from torch.autograd.profiler_util import FunctionEvent
 from torch.profiler import ProfilerActivity, profile, schedule
 
 from landcover.errors import first_line
-from landcover.fileio import atomic_write_text, make_temp_beside
+from landcover.fileio import atomic_write_text
 
 log = logging.getLogger("landcover")
 
@@ -226,12 +227,12 @@ class StepProfiler(AbstractContextManager["StepProfiler"]):
         table = self.folder / f"rank{self.rank}.txt"
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            partial = make_temp_beside(trace)
-            try:
-                prof.export_chrome_trace(str(partial))
-                os.replace(partial, trace)
-            finally:
-                partial.unlink(missing_ok=True)
+            # written first outside the run folder: the trace records the path it is written
+            # to ("traceName"), and the run folder's may hold a query; redacted on the way in
+            with tempfile.TemporaryDirectory(prefix="landcover-trace-") as scratch:
+                raw = Path(scratch) / trace.name
+                prof.export_chrome_trace(str(raw))
+                atomic_write_text(trace, raw.read_text(encoding="utf-8", errors="replace"))
             text = events.table(sort_by=sort, row_limit=30)
             atomic_write_text(table, f"{headline}\n\n{text}\n")
         except (OSError, RuntimeError) as exc:

@@ -69,14 +69,17 @@ def test_the_profiled_window_fits_the_epoch(
 def test_two_workers_write_their_profiles(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
-    run = tmp_path / "run"
+    secret = "PROFILESECRET1"
+    run = tmp_path / f"run?sv=1&sig={secret}"  # the trace records the path it was written to
     # 64 samples / (2 workers x batch 4) = 8 steps: 3 left out, 1 warm-up, 3 profiled
     args = train_args(tiny_config, tiny_data, run, "--workers", "2", "--epochs", "2")
     args += ["--samples-per-epoch", "64", "--set", "run.profile_steps=3"]
     result = run_cli(*args)
     assert result.returncode == 0, result.stderr
     for rank in (0, 1):
-        trace = json.loads((run / "profile" / f"rank{rank}.pt.trace.json").read_text())
+        text = (run / "profile" / f"rank{rank}.pt.trace.json").read_text()
+        assert secret not in text
+        trace = json.loads(text)
         names = [e.get("name", "") for e in trace["traceEvents"]]
         steps = sorted({n for n in names if n.startswith("ProfilerStep#")})
         assert steps == ["ProfilerStep#4", "ProfilerStep#5", "ProfilerStep#6"]
