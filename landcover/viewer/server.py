@@ -180,8 +180,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
         self.wfile.write(body)
 
     def send_json(self, document: Any, status: int = 200) -> None:
-        """Sends a JSON document."""
-        self.send(json.dumps(document).encode(), "application/json", status)
+        """Sends a JSON document, redacted (the job folder's name may hold a query)."""
+        self.send(redact(json.dumps(document)).encode(), "application/json", status)
 
     def not_found(self) -> None:
         """404, in a word."""

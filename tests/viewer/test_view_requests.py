@@ -161,16 +161,18 @@ def others(console: str) -> list[str]:
 
 def test_a_failure_s_reply_is_redacted_as_its_console_line(job: Path, tmp_path: Path) -> None:
     """A 500's body quotes the failure: a signature in it (a token-signed blob's URL, here a
-    folder named like one) is redacted there as on the console."""
+    folder named like one) is redacted there as on the console, and in the job's description."""
     secret = "VIEWSIGSECRET0123"
     folder = tmp_path / f"job-sig={secret}"
     tile, point = copied_job(job, folder)
     viewer = Viewer(folder)
     try:
+        described = get(viewer, "/api/job")  # the page's title: the folder's name
         (folder / f"{tile}_class.tif").unlink()  # read on demand: a missing file's error
         code, body = get(viewer, point)
     finally:
         console = viewer.stop()
+    assert described[0] == 200 and json.loads(described[1])["name"] == "job-sig=***"
     assert code == 500
     assert "sig=***" in body and secret not in body, body
     assert secret not in console
