@@ -27,12 +27,23 @@ def read_metrics(path: str | Path) -> list[dict[str, Any]]:
         path: The file (missing is fine).
 
     Returns:
-        One dict per epoch line.
+        One dict per epoch line; a line that is not a JSON record (cut short by a crash while
+        an older landcover appended it) is left out with a warning.
     """
     path = Path(path)
     if not path.is_file():
         return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    records = []
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        try:
+            record = json.loads(line) if line.strip() else None
+        except ValueError:
+            record = False
+        if isinstance(record, dict) and isinstance(record.get("epoch"), int):
+            records.append(record)
+        elif record is not None:
+            log.warning("%s: line %d is not an epoch's record: left out", path, number)
+    return records
 
 
 def _records_through(folder: RunFolder, epoch: int) -> list[dict[str, Any]]:
@@ -48,7 +59,7 @@ def _write_records(path: Path, records: list[dict[str, Any]]) -> None:
 
 
 class MetricsFile(Callback):
-    """Appends each epoch's record to ``metrics.jsonl`` (:meth:`EpochRecord.to_dict`, redacted).
+    """Adds each epoch's record to ``metrics.jsonl`` (:meth:`EpochRecord.to_dict`, redacted).
 
     On resume, records of epochs after the checkpoint are dropped (they belong to the
     interrupted attempt), so ``metrics.jsonl`` always matches the checkpoints.
@@ -62,6 +73,7 @@ class MetricsFile(Callback):
         self.folder = folder
         self.resume_epoch = resume_epoch
         self.path = folder.path(METRICS)
+        self.records: list[dict[str, Any]] = []
 
     def on_train_start(self, config: Config) -> None:
         """Keeps the records up to the checkpoint resumed from (none for a fresh run).
@@ -69,16 +81,19 @@ class MetricsFile(Callback):
         Args:
             config: The run's configuration.
         """
-        _write_records(self.path, _records_through(self.folder, self.resume_epoch))
+        self.records = _records_through(self.folder, self.resume_epoch)
+        _write_records(self.path, self.records)
 
     def on_epoch_end(self, record: EpochRecord) -> None:
-        """Appends the epoch's line.
+        """Adds the epoch's line, the whole file written again atomically.
+
+        A crash while it is written leaves the previous file whole, never a line cut short.
 
         Args:
             record: The epoch's record.
         """
-        with self.path.open("a") as handle:
-            handle.write(redact(json.dumps(record.to_dict())) + "\n")
+        self.records.append(json.loads(redact(json.dumps(record.to_dict()))))
+        _write_records(self.path, self.records)
         self.folder.publish(METRICS)
 
 

@@ -131,3 +131,26 @@ def test_a_run_stopped_before_its_metrics_line_writes_it_on_resume(
     ]
     assert run_cli(*args, *common, "--epochs", "3").returncode == 0
     assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2, 3]
+
+
+def test_a_metrics_line_cut_short_is_left_out_and_written_again_on_resume(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """An older landcover appended each epoch's line in place: a crash mid-write left half a
+    line, and the resume stopped on it with a JSONDecodeError traceback. Now the line is left
+    out with a warning and written again from the checkpoint; the file is written whole each
+    epoch (a temporary name, then a rename), so no line is cut short any more."""
+    run = tmp_path / "run"
+    args = ("train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run))
+    common = ("--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1")
+    assert run_cli(*args, *common, "--epochs", "2").returncode == 0
+    metrics = run / "metrics.jsonl"
+    lines = metrics.read_text().splitlines()
+    metrics.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])  # no newline either
+    result = run_cli(*args, *common, "--epochs", "2")
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    assert f"{metrics}: line 2 is not an epoch's record: left out" in result.stderr
+    assert [json.loads(line) for line in metrics.read_text().splitlines()] == [
+        json.loads(line) for line in lines
+    ]
