@@ -19,6 +19,7 @@ from landcover.checkpoint import load_checkpoint
 from landcover.classes import ClassMapping
 from landcover.config import Config, config_from_dict
 from landcover.errors import CheckpointError, ConfigError
+from landcover.redaction import redact
 from landcover.training.checkpoint import find_resume_checkpoint
 from landcover.training.runfolder import RunFolder
 
@@ -102,12 +103,14 @@ def warn_other_data(path: str, trained: dict[str, Any], config: Config) -> None:
 def _same_data(value: Any) -> Any:
     """A data setting as compared: a local path absolute from here, a URL without its last ``/``.
 
-    Lists are compared as tuples.
+    Redacted, as the checkpoint stores it (a query's secret is not compared); lists are
+    compared as tuples.
     """
     if isinstance(value, str):
+        value = redact(value)
         return os.path.abspath(value) if "://" not in value else value.rstrip("/")
     if isinstance(value, list):
-        return tuple(value)
+        return tuple(_same_data(v) for v in value)
     return value
 
 

@@ -95,3 +95,16 @@ def test_a_resume_with_other_data_says_what_it_does_to_best_pt(
     again = run_cli(*args, *SMALL[2:], "--epochs", "3", "--workers", "1")
     assert again.returncode == 0, again.stderr
     assert "resumed with other data" not in again.stderr
+
+
+def test_a_resume_with_the_same_data_named_with_a_query_is_not_other_data(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    """The checkpoint keeps data.root redacted: compared with the redacted name, not the secret."""
+    data = Path(shutil.copytree(tiny_data, tmp_path / "data?sv=1&sig=RESUMESECRET1"))
+    run = tmp_path / "run"
+    for epochs in ("1", "2"):
+        args = train_args(tiny_config, data, run, "--epochs", epochs, "--samples-per-epoch", "8")
+        result = run_cli(*args)
+        assert result.returncode == 0, result.stderr
+    assert "resumed with other data" not in result.stderr, result.stderr
