@@ -13,7 +13,8 @@ text. What counts as a secret:
   NAIP's other hosts (AWS S3 presigned ``X-Amz-Signature``, ``X-Amz-Credential``,
   ``X-Amz-Security-Token``, ``Signature``, ``AWSAccessKeyId``; Google Cloud Storage
   ``X-Goog-Signature``, ``X-Goog-Credential``, ``GoogleAccessId``; CloudFront ``Policy``,
-  ``Key-Pair-Id``; an ``access_token``, ``token``, ``api_key`` or ``key``);
+  ``Key-Pair-Id``; an ``access_token``, ``token``, ``api_key`` or ``key``), also after an
+  XML/HTML-escaped ``&amp;``, a fragment's ``#`` or a ``;``;
 - the password in a URL's user part (``https://user:password@host``, an MLflow tracking URI);
 - connection-string parts (``AccountKey=``, ``SharedAccessSignature=``, ``SharedAccessKey=``);
 - bearer tokens (``Bearer ...``, ``Authorization: ...``), JSON web tokens, and 88-character
@@ -57,12 +58,15 @@ _QUERY_VALUE = r"(?:[^&\s'\"#<>;,:)\]}]|:(?![\s'\"]|$))+"
 QMARK, AMP, EQUALS = r"(?:\?|%(?:25)?3F)", r"(?:&|%(?:25)?26)", r"(?:=|%(?:25)?3D)"
 """Regular-expression pieces for a URL query's ``?``, ``&`` and ``=``, also percent-encoded
 (``landcover.storage.urls`` refuses such queries by the same rule)."""
+# what comes before a query field: ? and & (also percent-encoded), & escaped in XML or HTML
+# (a URL quoted in a VRT or a page), a fragment's # (#access_token=...) and the ; some forms use
+_FIELD_START = rf"(?:{QMARK}|&amp;|{AMP}|[#;])"
 TEXT_PATTERNS: tuple[tuple[re.Pattern[str], str], ...] = (
     # a SAS field, another cloud's signed-URL credential or a token field in a URL query
-    # (after ? or &)
+    # (after ?, &, &amp;, # or ;)
     (
         re.compile(
-            rf"((?:{QMARK}|{AMP})(?:{_SAS_FIELDS}|{_SIGNED_URL_FIELDS}){EQUALS}){_QUERY_VALUE}",
+            rf"({_FIELD_START}(?:{_SAS_FIELDS}|{_SIGNED_URL_FIELDS}){EQUALS}){_QUERY_VALUE}",
             re.I,
         ),
         r"\1",

@@ -560,6 +560,13 @@ S3_V4 = (
          ["CFPOLICY8", "CFSIG9", "CFKEY10"], "https://d1.cloudfront.net/k.tif?"),
         ("https://tiles.example/x.tif?access_token=TOKEN11&key=APIKEY12&z=3",
          ["TOKEN11", "APIKEY12"], "&z=3"),
+        # a URL escaped into XML or HTML (a VRT's SourceFilename, a page), a fragment, a ;
+        ("<SourceFilename>/vsicurl/https://b.s3.amazonaws.com/k.tif?X-Amz-Date=1&amp;"
+         "X-Amz-Signature=XMLSIG13&amp;X-Amz-Credential=XMLCRED14</SourceFilename>",
+         ["XMLSIG13", "XMLCRED14"], "X-Amz-Date=1&amp;X-Amz-Signature="),
+        ("https://app.example/cb#access_token=FRAGMENT15&expires_in=3600",
+         ["FRAGMENT15"], "&expires_in=3600"),
+        ("https://tiles.example/x.tif?z=3;token=SEMICOLON16;x=1", ["SEMICOLON16"], ";x=1"),
     ],
 )  # fmt: skip
 def test_redact_removes_other_clouds_signed_url_credentials(
