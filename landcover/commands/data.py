@@ -40,7 +40,9 @@ def data_synth(
     ] = "easy",
     overwrite: Annotated[
         bool,
-        typer.Option(help="Remove the PREFIX_* tile pairs already in OUT first, then write."),
+        typer.Option(
+            help="Replace the PREFIX_* tile pairs already in OUT (once the new ones are written)."
+        ),
     ] = False,
 ) -> None:
     """Write synthetic NAIP-like {name}_naip.tif / {name}_lc.tif pairs.
@@ -59,7 +61,7 @@ def data_synth(
 
     A folder that already holds PREFIX_* tiles (easy), or a shifted world
     (shifted: one a folder), is refused, as the two sets would mix;
-    --overwrite removes them first.
+    --overwrite replaces them once the new set is whole.
     """
     from landcover.diskerrors import check_output_folder
 
@@ -67,13 +69,16 @@ def data_synth(
         raise typer.BadParameter(
             f"unknown profile {profile!r} (easy or shifted)", param_hint="--profile"
         )
+    from landcover.synthetic.replacing import replacing
+
     check_output_folder(out)
-    _clear_or_refuse(out, prefix, profile, overwrite)
+    earlier = _earlier_or_refuse(out, prefix, profile, overwrite)
     if profile == "easy":
         from landcover.synthetic.synthetic import write_synthetic_dataset
 
         tiles, size = tiles or 8, size or 512
-        pairs = write_synthetic_dataset(out, tiles, size, seed, prefix=prefix)
+        with replacing(out, earlier) as target:
+            pairs = write_synthetic_dataset(target, tiles, size, seed, prefix=prefix)
         typer.echo(f"wrote {len(pairs)} tile pairs of {size}x{size} px to {out}")
     else:
         from landcover.synthetic.shifted import MIN_SHIFTED_SIZE, write_shifted_world
@@ -84,7 +89,8 @@ def data_synth(
                 f"the shifted world needs tiles of at least {MIN_SHIFTED_SIZE} px, got {size}",
                 param_hint="--size",
             )
-        written = write_shifted_world(out, tiles, size, seed, prefix=prefix)
+        with replacing(out, earlier) as target:
+            written = write_shifted_world(target, tiles, size, seed, prefix=prefix)
         counts = {
             s: sum(t.split == s for t in written) for s in dict.fromkeys(t.split for t in written)
         }
@@ -92,11 +98,11 @@ def data_synth(
         typer.echo(f"wrote {listed} tile pairs of {size}x{size} px to {out}")
 
 
-def _clear_or_refuse(out: Path, prefix: str, profile: str, overwrite: bool) -> None:
-    """Refuses an output folder holding synthetic tiles of the prefix, or clears them.
+def _earlier_or_refuse(out: Path, prefix: str, profile: str, overwrite: bool) -> list[Path]:
+    """Refuses an output folder holding synthetic tiles of the prefix, or lists them.
 
     A shifted world is one a folder (its ``manifest.csv`` lists one world): any world there
-    is refused, or replaced whole.
+    is refused, or replaced whole (:func:`~landcover.synthetic.replacing.replacing`).
     """
     from landcover.errors import DataError
     from landcover.synthetic.shifted import REFLOWN, SPLITS, world_files
@@ -114,8 +120,7 @@ def _clear_or_refuse(out: Path, prefix: str, profile: str, overwrite: bool) -> N
             + (", choose another --prefix," if profile == "easy" else "")
             + " or pass --overwrite to replace them"
         )
-    for path in found:
-        path.unlink()
+    return found
 
 
 @data_app.command("sample")

@@ -15,6 +15,7 @@ From the ground up:
    different flights, a varying class mix and rare buildings.
 5. :mod:`.sample` is the built-in sample dataset: the ``easy`` world generated once into the
    cache, which ``train`` without ``--data`` reads.
+6. :mod:`.replacing` moves a new set over an earlier one only once it is whole (``--overwrite``).
 
 The worlds write the same files as real data (``{name}_naip.tif``, ``{name}_lc.tif``) and stand
 on nothing of the package but small shared modules (``fileio``, ``diskerrors``, ``gdalnoise``):
