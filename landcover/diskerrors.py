@@ -279,15 +279,20 @@ def check_output_folder(folder: str | Path, need: int | None = None) -> None:
     path = Path(folder)
     if path.exists() and not path.is_dir():
         raise OutputError(f"cannot write to {folder}: it is a file, not a folder")
-    with output_errors(path, need):
-        path.mkdir(parents=True, exist_ok=True)
-        fd, probe = tempfile.mkstemp(prefix=".landcover-probe-", suffix=".tmp", dir=path)
-        try:
-            os.write(fd, b"\0" * _PROBE_BYTES)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-            os.unlink(probe)
+    try:
+        with output_errors(path, need):
+            path.mkdir(parents=True, exist_ok=True)
+            fd, probe = tempfile.mkstemp(prefix=".landcover-probe-", suffix=".tmp", dir=path)
+            try:
+                os.write(fd, b"\0" * _PROBE_BYTES)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+                os.unlink(probe)
+    except OSError as exc:  # another cause (no folder can be made there: /proc, a stale NFS
+        # handle, an I/O error): the folder is to blame all the same
+        cause = (exc.strerror or type(exc).__name__).lower()
+        raise OutputError(f"cannot write to {folder}: {cause}") from None
     free = free_bytes(path)
     if need and free is not None and free < need:
         raise output_failure(path, errno.ENOSPC, need)

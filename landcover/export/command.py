@@ -33,6 +33,7 @@ from pathlib import Path
 import torch
 
 from landcover import storage
+from landcover.diskerrors import check_output_folder
 from landcover.errors import ConfigError
 from landcover.export.artifacts import OPSET, write_model
 from landcover.export.describe import describe_model
@@ -76,6 +77,7 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
 
     Raises:
         ConfigError: An unknown format, a remote ``out``, or a model that cannot export.
+        OutputError: If ``out``'s folder cannot be made or written.
         CheckpointError: If the checkpoint cannot be loaded.
         StorageError: If a remote checkpoint cannot be read, or its URL carries a SAS token.
     """
@@ -87,13 +89,13 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--out {folder}: exists and is not a folder")
+    parent = folder.parent if str(folder.parent) else Path(".")
+    check_output_folder(parent)  # made, and writable (the scratch folder goes there): one line
     im = load_inference_model(checkpoint, "cpu")
     model = im.config.model
     where = f"model.arch {model.arch!r} (encoder {model.encoder!r})"
     opset = OPSET if fmt == "onnx" else None
     meta = describe_model(im, fmt, opset, redact_tree(im.config.to_dict()))
-    parent = folder.parent if str(folder.parent) else Path(".")
-    parent.mkdir(parents=True, exist_ok=True)
     scratch = parent / f".{folder.name}.export-{os.getpid()}-{uuid.uuid4().hex[:8]}"
     scratch.mkdir()  # as the folder will be (the umask's mode), then renamed
     try:

@@ -173,6 +173,39 @@ def test_data_commands_read_only(read_only: Path, tiny_data: Path, command: list
     assert_clean_failure(result, str(out))
 
 
+def test_export_read_only(read_only: Path, checkpoint: Path) -> None:
+    """Its scratch folder goes beside --out: the folder that cannot be written is named."""
+    result = run_cli("export", str(checkpoint), "--out", str(read_only / "model"))
+    cause = "read-only file system" if os.geteuid() == 0 else "permission denied"
+    line = assert_clean_failure(result, f"cannot write to {read_only}: {cause}")
+    assert ".export-" not in line  # not the scratch folder's name
+    assert list(read_only.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["predict", "{tile}", "--checkpoint", "{checkpoint}", "--out", "{out}"],
+        ["export", "{checkpoint}", "--out", "{out}/model"],
+        ["evaluate", "--checkpoint", "{checkpoint}", "--data", "{data}", "--out", "{out}"],
+        ["data", "stats", "{data}", "--out", "{out}/stats.yaml"],
+        ["data", "synth", "{out}", "--tiles", "1", "--size", "64"],
+    ],
+    ids=["predict", "export", "evaluate", "stats", "synth"],
+)
+def test_a_folder_that_cannot_be_made_there_is_one_line(
+    tiny_data: Path, checkpoint: Path, command: list[str]
+) -> None:
+    """No folder can be made under /proc (ENOENT, as under a stale NFS mount): it was a
+    FileNotFoundError traceback, where a read-only or full disk was one line."""
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc here")
+    out = "/proc/landcover-nowhere/sub"
+    tile = tiny_data / "synth_000_naip.tif"
+    args = [a.format(out=out, data=tiny_data, tile=tile, checkpoint=checkpoint) for a in command]
+    assert_clean_failure(run_cli(*args), "cannot write to /proc/landcover-nowhere", "no such file")
+
+
 # --- a full disk -----------------------------------------------------------------------------
 
 
