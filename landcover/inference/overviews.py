@@ -249,8 +249,7 @@ class OverviewPyramid:
         with rasterio.open(source) as src:
             size = f'rasterXSize="{src.width}" rasterYSize="{src.height}"'
             gdal_type = {"uint8": "Byte", "float32": "Float32"}[src.dtypes[0]]
-            crs = html.escape(src.crs.to_wkt())
-            geo = ",".join(repr(v) for v in src.transform.to_gdal())
+            georef = _georeferencing(src)
             tags = "".join(
                 f'<MDI key="{html.escape(k)}">{html.escape(v)}</MDI>' for k, v in src.tags().items()
             )
@@ -294,7 +293,25 @@ class OverviewPyramid:
         )
         mask_band = f"<MaskBand>{mask}</MaskBand>" if mask else ""
         path.write_text(
-            f"<VRTDataset {size}><SRS>{crs}</SRS><GeoTransform>{geo}</GeoTransform>"
-            f"<Metadata>{tags}</Metadata>{mask_band}{bands}</VRTDataset>"
+            f"<VRTDataset {size}>{georef}<Metadata>{tags}</Metadata>{mask_band}{bands}</VRTDataset>"
         )
         return path
+
+
+def _georeferencing(src: rasterio.DatasetReader) -> str:
+    """A VRT's georeferencing elements, as the map has them.
+
+    A CRS and a geotransform (no CRS: a tile without one keeps its pixel grid), or GCPs alone
+    (a scan).
+    """
+    gcps, gcp_crs = src.gcps
+    if gcps and src.transform == Affine.identity():
+        points = "".join(
+            f'<GCP Id="{html.escape(p.id or "")}" Pixel="{p.col!r}" Line="{p.row!r}" '
+            f'X="{p.x!r}" Y="{p.y!r}"' + ("" if p.z is None else f' Z="{p.z!r}"') + "/>"
+            for p in gcps
+        )
+        projection = "" if gcp_crs is None else html.escape(gcp_crs.to_wkt())
+        return f'<GCPList Projection="{projection}">{points}</GCPList>'
+    srs = "" if src.crs is None else f"<SRS>{html.escape(src.crs.to_wkt())}</SRS>"
+    return f"{srs}<GeoTransform>{','.join(repr(v) for v in src.transform.to_gdal())}</GeoTransform>"

@@ -371,6 +371,46 @@ def test_a_tile_georeferenced_by_gcps_alone_keeps_them_in_its_maps(
         ], name
 
 
+@pytest.mark.parametrize("georeferencing", ["transform", "gcps"])
+def test_a_large_tile_without_a_crs_keeps_its_georeferencing_and_gets_overviews(
+    data: Path, quick_checkpoint: Path, tmp_path: Path, georeferencing: str
+) -> None:
+    """Larger than a block, its maps get overviews (through a VRT of the levels), which took
+    the tile's CRS as given: a tile with a geotransform and no CRS failed (AttributeError),
+    and one with GCPs would have lost them."""
+    with rasterio.open(data / "synth_000_naip.tif") as src:
+        pixels = np.tile(src.read(), (1, 3, 3))  # over 256 px a side: overviews
+    h, w = pixels.shape[1:]
+    assert max(h, w) > 256
+    tile = tmp_path / "big_naip.tif"
+    profile = dict(driver="GTiff", width=w, height=h, count=pixels.shape[0], dtype="uint8")
+    transform = Affine(5.0, 0.0, 500000.0, 0.0, -5.0, 4700000.0)
+    gcps = [
+        GroundControlPoint(row, col, 400000.0 + 1.1 * col, 4300000.0 - 0.9 * row, id=f"p{i}")
+        for i, (row, col) in enumerate(((0, 0), (0, w), (h, 0), (h, w)))
+    ]
+    with rasterio.open(tile, "w", **profile) as dst:
+        dst.write(pixels)
+        if georeferencing == "transform":
+            dst.transform = transform
+        else:
+            dst.gcps = (gcps, CRS.from_epsg(26918))
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(tile), "-k", str(quick_checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    for name in ("big_naip_class.tif", "big_naip_prob.tif"):
+        with rasterio.open(out / name) as ds:
+            assert ds.overviews(1), name
+            if georeferencing == "transform":
+                assert (ds.crs, ds.transform) == (None, transform), name
+            else:
+                points, crs = ds.gcps
+                assert crs == CRS.from_epsg(26918), name
+                assert [(p.row, p.col, p.x, p.y) for p in points] == [
+                    (p.row, p.col, p.x, p.y) for p in gcps
+                ], name
+
+
 def test_a_library_warning_is_one_log_line(capfd: pytest.CaptureFixture) -> None:
     import logging
     import warnings
