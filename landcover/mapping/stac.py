@@ -239,6 +239,9 @@ def write_item_collection(
 ) -> str | None:
     """Writes ``stac_items.json`` (a STAC ItemCollection) describing every tile with maps.
 
+    The items are in the order of the tiles' paths, as the VRT mosaics draw them: where tiles
+    overlap, the later one is on top, and ``landcover view`` follows the collection's order.
+
     Args:
         records: The job's records (tiles without maps, or without a CRS, are left out).
         out: The output folder (path or URL).
@@ -250,9 +253,9 @@ def write_item_collection(
         The file written, or ``None`` when no tile has maps.
     """
     made = datetime.now(timezone.utc).replace(microsecond=0)
-    items = [
+    items = [  # in the VRT mosaics' order: the later one on top where tiles overlap (the viewer)
         tile_item(r, mapping, prob_dtype, properties, made, out)
-        for r in records
+        for r in sorted(records, key=lambda r: r.tile)
         if r.has_maps and r.grid is not None and r.grid.crs
     ]
     if not items:

@@ -19,8 +19,8 @@ The viewer reads what ``landcover predict`` writes (:mod:`landcover.mapping.stac
 The maps are local files; the input images may be blobs (``az://``, ``abfs://``: a job of the
 Planetary Computer's NAIP), read through :mod:`landcover.storage` as the job read them.
 
-Tiles keep the collection's order, the job's: where tiles overlap, the later one is on top,
-as in the job's VRT mosaics.
+Tiles keep the collection's order (by path, as the job's VRT mosaics draw them): where tiles
+overlap, the later one is on top.
 """
 
 from __future__ import annotations

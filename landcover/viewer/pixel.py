@@ -2,7 +2,8 @@
 
 The point (longitude, latitude in WGS 84) is taken into each tile's CRS and read from its
 class map and probability map (rasterio, one pixel each). Where tiles overlap the later one
-in the job's order answers, as it is the one drawn on top (:mod:`.render`); a tile whose
+in the collection's order (by path, as the VRT mosaics) answers, as it is the one drawn on top
+(:mod:`.render`); a tile whose
 class map has no data there lets the next one answer.
 """
 

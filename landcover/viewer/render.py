@@ -6,8 +6,8 @@ window from each tile's own CRS and reads the COGs' overviews at low zoom, so a 
 hundreds of tiles is rendered a view at a time, from the few tiles and overview levels that
 view needs. The class maps are read through the job's VRT mosaics where those hold them
 (:mod:`.mosaics`: one GDAL read for all the tiles of a CRS). Where tiles overlap, the later
-one in the job's order is on top (rio-tiler's first-wins mosaic, over the tiles in reverse;
-the VRTs draw them so too).
+one in the collection's order (by path) is on top (rio-tiler's first-wins mosaic, over the
+tiles in reverse; the VRTs draw them so too).
 
 Layers:
 

@@ -20,6 +20,7 @@ from pathlib import Path
 from urllib.request import urlopen
 
 import morecantile
+import numpy as np
 import pytest
 import rasterio
 from browser import Viewer, serve
@@ -176,3 +177,45 @@ def test_a_failure_s_reply_is_redacted_as_its_console_line(job: Path, tmp_path: 
     assert code == 500
     assert "sig=***" in body and secret not in body, body
     assert secret not in console
+
+
+def test_where_tiles_overlap_the_click_answers_for_the_tile_the_mosaic_draws_on_top(
+    quick_checkpoint: Path, tmp_path: Path
+) -> None:
+    """Two flights of one place: the class layer (the VRT, tiles by path, the later on top)
+    and the click answered from different tiles, as the click took the job's order (largest
+    first): a user clicked a water pixel and read another class, over the other year."""
+    from landcover.synthetic.synthetic import synthesize_scene
+
+    from conftest import write_naip_tile
+
+    tiles = []
+    for name, size, seed in (("a_naip.tif", 96, 1), ("b_naip.tif", 128, 2)):
+        image, _ = synthesize_scene(size, size, np.random.default_rng(seed))
+        tiles.append(
+            write_naip_tile(tmp_path / name, np.maximum(image, 1), "EPSG:26918", 1.0, (4e5, 43e5))
+        )
+    out = tmp_path / "maps"
+    result = run_cli("predict", *map(str, tiles), "-k", str(quick_checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    items = json.loads((out / "stac_items.json").read_text())["features"]
+    assert [i["id"] for i in items] == ["a_naip", "b_naip"]  # the mosaic's order: by path
+    with rasterio.open(out / "a_naip_class.tif") as a, rasterio.open(out / "b_naip_class.tif") as b:
+        differ = np.argwhere(a.read(1) != b.read(1)[: a.height, : a.width])
+        assert len(differ), "the two flights map alike: no pixel to tell them apart"
+        row, col = (int(v) for v in differ[len(differ) // 2])
+        x, y = a.xy(row, col)
+        top = int(b.read(1)[row, col])  # b is the later by path: on top
+    with rasterio.open(out / "mosaic_class.vrt") as vrt:
+        assert next(vrt.sample([(x, y)]))[0] == top
+    from rasterio.warp import transform as reproject_points
+
+    (lon,), (lat,) = reproject_points("EPSG:26918", "EPSG:4326", [x], [y])
+    viewer = Viewer(out)
+    try:
+        code, body = get(viewer, f"/api/pixel?lon={lon}&lat={lat}")
+    finally:
+        viewer.stop()
+    assert code == 200, body
+    answer = json.loads(body)
+    assert (answer["tile"], answer["value"]) == ("b_naip", top)
