@@ -210,8 +210,19 @@ def data_prepare(
     ] = 0.5,
     classes: ClassesOption = "chesapeake7",
     bands: BandsOption = 4,
+    overwrite: Annotated[
+        bool,
+        typer.Option(
+            help="Replace the *_naip.tif / *_lc.tif pairs and manifest.csv already in OUT "
+            "(once the new ones are written)."
+        ),
+    ] = False,
 ) -> None:
-    """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid."""
+    """Cut large rasters into {name}_naip.tif / {name}_lc.tif tiles with labels on their grid.
+
+    An OUT that already holds tile pairs (an earlier prepare's) is refused, as the two sets
+    would mix; --overwrite replaces them once the new set is whole.
+    """
     from landcover.data.prepare import prepare_tiles
     from landcover.diskerrors import check_output_folder
 
@@ -220,7 +231,7 @@ def data_prepare(
     check_output_folder(out)
     try:
         summary = prepare_tiles(
-            images, labels, out, mapping, tile_size, min_valid, echo=typer.echo, bands=bands
+            images, labels, out, mapping, tile_size, min_valid, typer.echo, bands, overwrite
         )
     except BaseException:
         if not existed:  # the preflight made it: take it back if nothing was written

@@ -192,6 +192,7 @@ def prepare_tiles(
     min_valid: float = 0.5,
     echo: Callable[[str], None] | None = None,
     bands: int | None = None,
+    overwrite: bool = False,
 ) -> PrepareSummary:
     """Cuts images into tiles with labels on each tile's exact grid, and writes a manifest.
 
@@ -209,6 +210,8 @@ def prepare_tiles(
         echo: Called with a progress line after each image.
         bands: Bands every image must have (None: any count); one more, tagged alpha, is
             the image's mask, which its tiles keep as their internal mask.
+        overwrite: Replace the tile pairs and manifest of a finished earlier prepare in
+            ``out`` (refused otherwise), once the new set is whole.
 
     Returns:
         What was written and dropped.
@@ -217,7 +220,7 @@ def prepare_tiles(
         DataError: If an input is missing, unreadable or not georeferenced, an image has
             other than ``bands`` bands, an image overlaps
             no label raster, two images share a file name, or a label holds codes outside
-            the mapping.
+            the mapping, or ``out`` holds an earlier prepare's pairs and ``overwrite`` is off.
     """
     if tile_size < 16:
         raise DataError(f"data prepare: --tile-size must be at least 16, not {tile_size}")
@@ -235,7 +238,7 @@ def prepare_tiles(
     with ExitStack() as stack:
         opened_labels = _open_labels(stack, labels)
         _check_images(images, opened_labels, bands)
-        folder = stack.enter_context(staged_folder(out))  # whole, or refused by train
+        folder = stack.enter_context(staged_folder(out, overwrite))  # whole, or refused
         summary = _prepare_all(
             images, opened_labels, folder, table, mapping, tile_size, min_valid, echo, bands
         )

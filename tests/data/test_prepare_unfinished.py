@@ -105,3 +105,42 @@ def test_a_prepare_into_a_new_folder_writes_it_whole(tmp_path: Path) -> None:
     with rasterio.open(out / "big_r000_c001_lc.tif") as ds, rasterio.open(label) as src:
         np.testing.assert_array_equal(ds.read(1), src.read(1)[:, 64:])
     assert (out.stat().st_mode & 0o777) == (out.parent.stat().st_mode & 0o777)  # umask's
+
+
+def test_a_second_prepare_into_a_prepared_folder_is_refused_and_overwrite_replaces_it(
+    tmp_path: Path,
+) -> None:
+    """A rerun at another tile size wrote its pairs among the earlier ones (4 names rewritten,
+    the rest left): train read both sets. Refused now; --overwrite replaces the set once the
+    new one is whole, and a failed --overwrite keeps the earlier set."""
+    image, label = write_inputs(tmp_path / "in", bad_code=False)
+    out = tmp_path / "tiles"
+    assert prepare(image, label, out).returncode == 0
+    (out / "README.txt").write_text("tiles of the big image\n")  # the user's: always kept
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = [*("data", "prepare", "--images", str(image), "--labels", str(label)),
+             *("--out", str(out), "--tile-size", "32")]  # fmt: skip
+    refused = run_cli(*again, env=SUBPROCESS)
+    assert_one_line_error(refused, str(out), "2 tile pair(s)", "--overwrite")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+    bad_image, bad_label = write_inputs(tmp_path / "bad", bad_code=True)
+    failed = run_cli(
+        "data", "prepare", "--images", str(bad_image), "--labels", str(bad_label),
+        "--out", str(out), "--tile-size", "32", "--overwrite", env=SUBPROCESS,
+    )  # fmt: skip
+    assert_one_line_error(failed, str(bad_label), "42")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the earlier set, whole
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bad", "in", "tiles"]  # no staging
+
+    replaced = run_cli(*again, "--overwrite", env=SUBPROCESS)
+    assert replaced.returncode == 0, replaced.stderr
+    expected = [f"big_r{r:03d}_c{c:03d}_naip.tif" for r in range(2) for c in range(4)]
+    with (out / "manifest.csv").open() as f:
+        assert [row["image"] for row in csv.DictReader(f)] == expected
+    names = sorted(p.name for p in out.iterdir())
+    pairs = sorted(n for e in expected for n in (e, e.replace("_naip", "_lc")))
+    assert names == sorted([*pairs, "manifest.csv", "README.txt"])  # no 64 px pair left
+    with rasterio.open(out / "big_r001_c003_lc.tif") as ds, rasterio.open(label) as src:
+        np.testing.assert_array_equal(ds.read(1), src.read(1)[32:, 96:])
+    assert run_cli("data", "check", str(out), env=SUBPROCESS).returncode == 0
