@@ -7,6 +7,7 @@ read-only output folder, or a failing GDAL write, ends as one line naming the ma
 
 from __future__ import annotations
 
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -63,7 +64,16 @@ def error_reason(exc: BaseException) -> str:
         messages.append(first_line(current))
         current = current.__cause__ or current.__context__
     useful = [m for m in messages if "See previous exception" not in m]
-    return (useful or messages)[-1]
+    reason = _UNKNOWN_PLACE.sub(",", (useful or messages)[-1])  # libtiff's -1 as unsigned
+    short = _SHORT_READ.search(reason)
+    if (short and int(short.group(1)) < int(short.group(2))) or _CANNOT_READ.search(reason):
+        reason += ": the file is cut short (truncated) or corrupt"
+    return reason
+
+
+_UNKNOWN_PLACE = re.compile(r" at row 4294967295, col 4294967295,")
+_SHORT_READ = re.compile(r"got (\d+) bytes, expected (\d+)")  # libtiff's
+_CANNOT_READ = re.compile(r"Cannot read \d+ bytes at offset \d+")  # GDAL's
 
 
 @contextmanager

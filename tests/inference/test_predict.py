@@ -124,6 +124,20 @@ def test_float32_probabilities(odd_tile: Path, checkpoint: Path, tmp_path: Path)
 
 
 @pytest.mark.skipif(not REALDATA.is_dir(), reason="shared/realdata is not beside the checkout")
+def test_a_real_naip_tile_cut_short_is_said_so_in_one_line(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """A download cut off: libtiff's short read (its -1 as 'row 4294967295') is told plainly."""
+    tile = tmp_path / "m_4709963_se_14_1_20100629.tif"
+    tile.write_bytes((REALDATA / tile.name).read_bytes()[:300_000])
+    out = tmp_path / "maps"
+    result = run_cli("predict", str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
+    line = assert_one_line_error(result, tile.name, "got 0 bytes")
+    assert "the file is cut short (truncated) or corrupt" in line
+    assert "4294967295" not in line
+
+
+@pytest.mark.skipif(not REALDATA.is_dir(), reason="shared/realdata is not beside the checkout")
 def test_real_naip_tiles(checkpoint: Path, tmp_path: Path) -> None:
     tiles = sorted(REALDATA.glob("m_*.tif"))
     assert len(tiles) == 2
