@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from landcover.cluster.plan import ClusterPlan
+from landcover.wording import counted
 
 
 def _seconds(value: float) -> str:
@@ -21,10 +22,6 @@ def _mb(n: int) -> str:
     if n >= 1e6:
         return f"{n / 1e6:,.1f} MB"
     return f"{n / 1e3:,.1f} kB"
-
-
-def _plural(n: int, word: str) -> str:
-    return f"{n:,} {word}{'' if n == 1 else 's'}"
 
 
 def _span(values: list[int], show: Callable[[int], str]) -> str:
@@ -82,8 +79,8 @@ def plan_lines(plan: ClusterPlan, cluster_file: str = "cluster.json") -> list[st
     if plan.data is not None:
         data = plan.data
         lines.append(
-            f"data: {_plural(data.tiles, 'training tile')} ({_mb(data.bytes)}) and "
-            f"{_plural(data.val_tiles, 'validation tile')} in {data.root}"
+            f"data: {counted(data.tiles, 'training tile')} ({_mb(data.bytes)}) and "
+            f"{counted(data.val_tiles, 'validation tile')} in {data.root}"
         )
         tiles = [s.tiles for s in data.shares]
         sizes = [s.bytes for s in data.shares]

@@ -12,6 +12,7 @@ from typing import Annotated
 import typer
 
 from landcover.errors import DataError
+from landcover.wording import counted
 
 VIEW_EXTRA = "pip install 'landcover[view]'"
 
@@ -72,7 +73,9 @@ def view(
             f"{server.server_address[1]} can see the map and the imagery (no sign-in)",
             err=True,
         )
-    typer.echo(f"serving {job.folder} ({len(job.tiles)} tiles) at {server.url} (Ctrl-C stops)")
+    typer.echo(
+        f"serving {job.folder} ({counted(len(job.tiles), 'tile')}) at {server.url} (Ctrl-C stops)"
+    )
     if browser and has_display():
         threading.Thread(target=webbrowser.open, args=(server.url,), daemon=True).start()
     elif browser:

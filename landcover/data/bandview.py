@@ -28,6 +28,8 @@ import rasterio
 from rasterio.dtypes import _gdal_typename
 from rasterio.enums import ColorInterp, MaskFlags
 
+from landcover.wording import counted
+
 
 def has_dataset_mask(ds: Any) -> bool:
     """Whether an image has a per-dataset mask (internal or ``.msk``), an alpha band not counted.
@@ -77,7 +79,7 @@ def band_count_problem(ds: Any, bands: int, expects: str = "the model expects") 
     """
     if ds.count == bands or extra_alpha(ds, bands) is not None:
         return None
-    problem = f"has {ds.count} bands, {expects} {bands}"
+    problem = f"has {counted(ds.count, 'band')}, {expects} {bands}"
     if ds.count == bands + 1 and bands >= 4:
         problem += f" (an extra band is read as the mask only when tagged alpha: band {ds.count}"
         problem += f" is tagged {ds.colorinterp[-1].name})"

@@ -67,7 +67,7 @@ class Resolution:
         """A few words for logs."""
         if self.metres is None:
             return "each tile's native pixel size"
-        origin = " (the training pixel size)" if self.choice == TRAIN else ""
+        origin = ", the training pixel size" if self.choice == TRAIN else ""
         return f"{self.metres:g} m pixels{origin}"
 
 

@@ -168,8 +168,12 @@ def totals_line(
     parts = []
     totals = class_totals(records, mapping)
     for t in totals:
-        area = "no ha" if t.hectares is None else f"{t.hectares:,.1f} ha"
-        parts.append(f"{t.name} {area} ({100 * t.fraction:.1f} %)")
+        share = f"{100 * t.fraction:.1f} %"  # no hectares: tiles in a geographic CRS or none
+        parts.append(
+            f"{t.name} {share}"
+            if t.hectares is None
+            else f"{t.name} {t.hectares:,.1f} ha ({share})"
+        )
     line = ", ".join(parts) if any(t.pixels for t in totals) else "no class mapped"
     if coverage.tiles_without_area:
         line += f"; {coverage.describe()}"

@@ -51,6 +51,7 @@ from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
 from landcover.storage import signing
 from landcover.threads import core_share, gdal_threads
+from landcover.wording import counted
 
 log = logging.getLogger("landcover")
 
@@ -262,9 +263,9 @@ def job_worker(spec: JobSpec) -> JobOutcome:
         options = replace(spec.options, tags={**spec.options.tags, **fingerprint.tags()})
         if env.is_main:
             log.info(
-                "%d tiles, %d worker(s), output %s, model sha256 %s (fingerprint %s)",
-                len(entries),
-                env.world_size,
+                "%s, %s, output %s, model sha256 %s (fingerprint %s)",
+                counted(len(entries), "tile"),
+                counted(env.world_size, "worker"),
                 out,
                 fingerprint.model_sha256[:16],
                 fingerprint.digest[:16],

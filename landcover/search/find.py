@@ -24,6 +24,7 @@ from landcover.redaction import redact
 from landcover.search.catalogue import item_time, search_items
 from landcover.search.places import one_per_place
 from landcover.storage.urls import blob_url, parse
+from landcover.wording import counted
 
 log = logging.getLogger("landcover")
 
@@ -118,7 +119,7 @@ def find_tiles(request: SearchRequest) -> list[FoundTile]:
     places = one_per_place(items)
     older = f"; {len(places.older)} older flights of those places left out" if places.older else ""
     log.info(
-        f"STAC: {len(items)} items at {where} touch the area, {len(places.kept)} places{older}"
+        f"STAC: {len(items)} items at {where} touch the area, {counted(len(places.kept), 'place')}{older}"
     )
     return [
         FoundTile(image_href(item, request.asset), item.id, item.collection_id, item_time(item))

@@ -159,9 +159,11 @@ def test_job_without_projected_tiles_reports_no_hectares(
     out = tmp_path / "maps"
     result = predict(checkpoint, out, geo, extra=("--no-preview",))
     assert result.returncode == 0, result.stderr
-    assert "0.0 ha" not in result.stderr
+    assert "0.0 ha" not in result.stderr and " ha " not in result.stderr  # no 'no ha'
     document = json.loads((out / "summary.json").read_text())
     assert {c["hectares"] for c in document["classes"]} == {None}
+    shares = [f"{c['name']} {100 * c['fraction']:.1f} %" for c in document["classes"]]
+    assert ", ".join(shares) in result.stderr  # the last line: each class's share alone
     rows = list(csv.DictReader((out / "classes.csv").read_text().splitlines()))
     assert {r["hectares"] for r in rows} == {""}
     assert "1 tile (4,096 pixels) has no area" in result.stderr

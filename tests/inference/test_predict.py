@@ -298,6 +298,12 @@ def test_band_mismatch(odd_tile: Path, checkpoint: Path, tmp_path: Path) -> None
     )
     assert_one_line_error(result, "rgb.tif", "has 3 bands, the checkpoint expects 4")
     assert not (tmp_path / "o").exists()
+    profile.update(count=1, photometric="MINISBLACK")  # a label raster given as an image
+    one = tmp_path / "label.tif"
+    with rasterio.open(one, "w", **profile) as ds:
+        ds.write(rgb[:1])
+    result = run_cli("predict", str(one), "--checkpoint", str(checkpoint), "--out", str(tmp_path))
+    assert_one_line_error(result, "label.tif", "has 1 band, the checkpoint expects 4")
 
 
 def test_a_fifth_band_not_tagged_alpha_is_refused(
