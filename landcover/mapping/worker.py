@@ -31,6 +31,7 @@ from landcover.mapping import comm
 from landcover.mapping.aoiarea import InsideArea, count_inside
 from landcover.mapping.deal import TileBoard
 from landcover.mapping.mosaic import write_mosaics
+from landcover.mapping.othermaps import warn_other_maps
 from landcover.mapping.outputs import (
     make_fingerprint,
 )
@@ -271,6 +272,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 fingerprint.digest[:16],
             )
             _clean_stale(out)
+            warn_other_maps(out, [e.path for e in entries])
             for index, entry in enumerate(entries):
                 if entry.error is not None:
                     log.error("tile %d of %d failed: %s", index + 1, len(entries), entry.error)

@@ -473,13 +473,23 @@ def test_rerun_predicts_only_incomplete_tiles(
     assert statuses["done"] == {"a2_naip.tif", "a3_naip.tif", "a4_naip.tif"}
     assert len(statuses["skipped"]) == len(REGION) - 3
     assert (outcome.done, outcome.skipped) == (3, len(REGION) - 3)
-    assert "a4_naip.tif: predicting it again (class map: " in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "a4_naip.tif: predicting it again (class map: " in err
+    assert "this job does not list" not in err  # the same tiles: nothing else in the folder
     assert cog_validate(str(cut))[0]
 
     # maps made with other options that change pixels are not complete for this job
     one = region / "b1_naip.tif"
+    capsys.readouterr()
     predict_here(one, checkpoint, out, overlap=8)
     assert tiles_by_status(out) == {"done": {"b1_naip.tif"}}
+    # the other tiles' maps stay, and drop out of the job's files: said once
+    warned = [ln for ln in capsys.readouterr().err.splitlines() if "this job does not list" in ln]
+    others = sorted(f"{name}_naip" for name, *_ in REGION if name != "b1")
+    assert len(warned) == 1, warned
+    assert f"holds the maps of {len(others)} other tiles" in warned[0]
+    assert f"(such as {others[0]})" in warned[0]
+    assert all((out / f"{stem}_class.tif").is_file() for stem in others)
     predict_here(one, checkpoint, out, overlap=8)
     assert tiles_by_status(out) == {"skipped": {"b1_naip.tif"}}
     # --overwrite predicts complete tiles again
