@@ -105,7 +105,9 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
         atomic_write_text(scratch / METADATA_NAME, meta.to_json())  # redacted, as every record
         parameters = sum(p.numel() for p in im.model.parameters())
         version = _version("onnx") if opset else torch.__version__
-        item = model_item(meta, meta.source_checkpoint.rsplit(".", 1)[0], version, parameters)
+        # every export of a best.pt is not one item: the weights' hash tells them apart
+        item_id = f"{meta.source_checkpoint.rsplit('.', 1)[0]}-{meta.weights_sha256[:12]}"
+        item = model_item(meta, item_id, version, parameters)
         atomic_write_text(scratch / STAC_NAME, json.dumps(item.to_dict(), indent=2) + "\n")
         with _sigint_held():
             _publish(scratch, folder, meta.model_file)

@@ -168,6 +168,9 @@ def test_stac_item_describes_the_model_with_the_mlm_extension(exported: Path) ->
     meta = json.loads((exported / "model.json").read_text())
     item = pystac.Item.from_file(str(exported / "model.stac.json"))
     assert MLMExtension.has_extension(item)
+    # the checkpoint's name and its weights' hash: two exports of a best.pt are two items
+    stem = meta["source_checkpoint"].rsplit(".", 1)[0]
+    assert item.id == f"{stem}-{meta['weights_sha256'][:12]}"
     mlm = MLMExtension.ext(item)  # pystac's classes read every required field back
     assert mlm.architecture == "Unet" and mlm.framework == "ONNX"
     assert list(mlm.tasks) == ["semantic-segmentation"]

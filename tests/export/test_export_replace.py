@@ -142,4 +142,4 @@ def test_an_export_writes_no_query_of_its_checkpoints_or_folders_name(
     meta = json.loads((out / "model.json").read_text())
     item = json.loads((out / "model.stac.json").read_text())
     assert meta["source_checkpoint"] == "ck?sv=***&sig=***"
-    assert item["id"] == meta["source_checkpoint"]  # no ".pt" to drop: the query took it
+    assert item["id"] == meta["source_checkpoint"]  # the redaction takes the hash's '-...' too
