@@ -46,6 +46,7 @@ from landcover.classes import ClassMapping
 from landcover.inference.cogsink import COG_TYPE
 from landcover.inference.writers import CLASS_NODATA
 from landcover.mapping.records import TileRecord
+from landcover.mapping.staccollection import write_collection
 from landcover.mapping.tiles import output_stem
 
 UNKNOWN_START = datetime(1900, 1, 1, tzinfo=timezone.utc)
@@ -236,8 +237,11 @@ def write_item_collection(
     mapping: ClassMapping,
     prob_dtype: str,
     properties: dict[str, Any],
-) -> str | None:
-    """Writes ``stac_items.json`` (a STAC ItemCollection) describing every tile with maps.
+) -> list[str]:
+    """Writes ``stac_items.json`` and a static STAC Collection of every tile with maps.
+
+    ``stac_items.json`` is a STAC ItemCollection; :mod:`.staccollection` writes the same items
+    as ``collection.json`` and an item file beside each tile's maps.
 
     The items are in the order of the tiles' paths, as the VRT mosaics draw them: where tiles
     overlap, the later one is on top, and ``landcover view`` follows the collection's order.
@@ -250,7 +254,8 @@ def write_item_collection(
         properties: ``landcover:*`` properties of every item.
 
     Returns:
-        The file written, or ``None`` when no tile has maps.
+        ``stac_items.json`` and ``collection.json`` (the item files beside the maps are not
+        listed), or nothing when no tile has maps.
     """
     made = datetime.now(timezone.utc).replace(microsecond=0)
     items = [  # in the VRT mosaics' order: the later one on top where tiles overlap (the viewer)
@@ -259,9 +264,14 @@ def write_item_collection(
         if r.has_maps and r.grid is not None and r.grid.crs
     ]
     if not items:
-        return None
+        return []
     collection = pystac.ItemCollection(items, clone_items=False)
     path = storage.join(out, "stac_items.json")
     document = collection.to_dict(transform_hrefs=False)
     storage.write_text(path, json.dumps(document, indent=1))
-    return path
+    description = (
+        f"Land-cover maps of {len(items)} NAIP tile(s) by landcover predict "
+        f"({', '.join(mapping.names)}), with per-class probabilities and previews"
+    )
+    catalogue = write_collection(items, out, description)
+    return [path, catalogue[0]]

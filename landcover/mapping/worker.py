@@ -180,9 +180,7 @@ def _write_outputs(
         "landcover:model_sha256": ctx.fingerprint.model_sha256,
         "landcover:fingerprint": ctx.fingerprint.digest,
     }
-    stac = write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
-    if stac:
-        files.append(stac)
+    files += write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
     if ctx.job.aoi is not None:  # for landcover view: the area's outline
         files.append(storage.join(out, "aoi.geojson"))
         storage.write_text(files[-1], json.dumps(ctx.job.aoi.feature_collection()))

@@ -13,6 +13,8 @@ import subprocess
 import sys
 import time
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -381,8 +383,9 @@ CLASSIFICATION_SCHEMA = _extension_schema(
 
 
 @pytest.mark.slow
-def test_stac_items_validate_offline(runs: dict) -> None:
-    out = runs[2][0]
+@contextmanager
+def offline_validation() -> Iterator[None]:
+    """pystac's validation with the extensions' schemas from the test folder (no network)."""
     validator = JsonSchemaSTACValidator()  # STAC core and GeoJSON schemas: bundled by pystac
     validator.schema_cache.update(
         {
@@ -393,6 +396,41 @@ def test_stac_items_validate_offline(runs: dict) -> None:
     )
     set_validator(validator)
     try:
+        yield
+    finally:
+        set_validator(JsonSchemaSTACValidator())
+
+
+def test_the_maps_are_a_static_stac_collection_that_pystac_opens_and_resolves(
+    runs: dict, region: Path, tmp_path: Path
+) -> None:
+    """stac_items.json's relative hrefs have nothing to resolve against in a client; the
+    collection and its item files do, also once the folder is moved (self-contained)."""
+    out = runs[1][0]
+    with offline_validation():
+        collection = pystac.Collection.from_file(str(out / "collection.json"))
+        assert collection.id == out.name and collection.validate()
+        items = list(collection.get_items())
+        assert [i.id for i in items] == sorted(f"{n}_naip" for n, *_ in REGION)
+        for item in items:
+            assert item.validate() and item.collection_id == collection.id
+            for asset in item.assets.values():  # resolved by pystac, not joined here
+                assert Path(asset.get_absolute_href()).is_file(), asset.href
+            source = item.get_single_link("derived_from").get_absolute_href()
+            assert Path(source) == region / f"{item.id}.tif"
+            west, south, east, north = item.bbox
+            (box,) = collection.extent.spatial.bboxes
+            assert box[0] <= west and box[1] <= south and east <= box[2] and north <= box[3]
+    moved = Path(shutil.copytree(out, tmp_path / "elsewhere" / "maps"))
+    again = pystac.Collection.from_file(str(moved / "collection.json"))
+    for item in again.get_items():
+        href = item.assets["class"].get_absolute_href()
+        assert Path(href) == moved / f"{item.id}_class.tif" and Path(href).is_file()
+
+
+def test_stac_items_validate_offline(runs: dict) -> None:
+    out = runs[2][0]
+    with offline_validation():
         collection = pystac.ItemCollection.from_file(str(out / "stac_items.json"))
         assert sorted(item.id for item in collection) == sorted(f"{n}_naip" for n, *_ in REGION)
         for item in collection:
@@ -414,8 +452,6 @@ def test_stac_items_validate_offline(runs: dict) -> None:
             }
             lon, lat = item.geometry["coordinates"][0][0]
             assert -80 < lon < -70 and 35 < lat < 45  # a footprint in WGS 84 degrees
-    finally:
-        set_validator(JsonSchemaSTACValidator())
 
 
 def test_no_probs_writes_the_class_maps_alone(
