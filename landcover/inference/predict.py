@@ -13,6 +13,7 @@ import logging
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from contextlib import ExitStack, suppress
 from pathlib import Path
@@ -131,6 +132,8 @@ class TileMapper:
         self._pending: list[Future] = []
         self._writer = ThreadPoolExecutor(1, thread_name_prefix="landcover-write")
         self._decoder = TileDecoder(im, options, self.resolution)
+        self.on_rows: Callable[[float, int], None] | None = None
+        """Called as a tile's rows are predicted: the share done and the pixels so far."""
 
     @property
     def stored_dtype(self) -> str | None:
@@ -331,6 +334,8 @@ class TileMapper:
                 return None
             row, keep = plan.strip(i)
             progress.update(row + keep)
+            if self.on_rows is not None:  # the job's progress line (every worker's tiles)
+                self.on_rows((row + keep) / height, (row + keep) * width)
             return encode_strip(probs, self.stored_dtype, row, valid)
 
         with predictor.evaluating():

@@ -45,6 +45,8 @@ class BoardCounts:
         cost_finished: Summed size of the finished tiles.
         pixels_done: Pixels predicted.
         stopped: Whether a worker asked the job to stop (``--fail-fast``).
+        cost_partial: Summed size of the rows predicted so far of the tiles in progress.
+        pixels_partial: Pixels predicted so far of the tiles in progress.
     """
 
     claimed: int
@@ -55,6 +57,8 @@ class BoardCounts:
     cost_finished: int
     pixels_done: int
     stopped: bool
+    cost_partial: int = 0
+    pixels_partial: int = 0
 
     @property
     def finished(self) -> int:
@@ -126,6 +130,16 @@ class TileBoard:
             self._add("cost_done", cost)
             self._add("pixels_done", pixels)
 
+    def advance(self, cost: int, pixels: int) -> None:
+        """Counts rows of a tile in progress (negative: taken back when the tile finishes).
+
+        Args:
+            cost: Their share of the tile's size.
+            pixels: Their pixels.
+        """
+        self._add("cost_partial", cost)
+        self._add("pixels_partial", pixels)
+
     def stop(self) -> None:
         """Asks every worker to claim no further tile."""
         self._add("stop", 1)
@@ -146,4 +160,6 @@ class TileBoard:
             cost_finished=self._add("cost_finished", 0),
             pixels_done=self._add("pixels_done", 0),
             stopped=self._add("stop", 0) > 0,
+            cost_partial=self._add("cost_partial", 0),
+            pixels_partial=self._add("pixels_partial", 0),
         )

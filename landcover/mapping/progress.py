@@ -67,14 +67,18 @@ class JobProgress:
             ``tiles 5/12 (3 predicted, 2 skipped, 0 failed) 1.23 Mpx/s ETA 0:01:05``.
         """
         elapsed = max(time.perf_counter() - self._start, 1e-9)
-        rate = counts.pixels_done / 1e6 / elapsed
+        partial = 0 if final else counts.pixels_partial  # rows of tiles still in progress
+        rate = (counts.pixels_done + partial) / 1e6 / elapsed
         text = (
             f"tiles {counts.finished + self.refused}/{self.total} ({counts.done} predicted, "
             f"{counts.skipped} skipped, {counts.failed + self.refused} failed) {rate:.2f} Mpx/s"
         )
-        if not final and counts.cost_done > 0 and counts.finished < self.board.total:
-            remaining = max(self.total_cost - counts.cost_finished, 0)
-            text += f" ETA {clock(remaining / (counts.cost_done / elapsed))}"
+        done = counts.cost_done + counts.cost_partial
+        if not final and done > 0 and counts.finished < self.board.total:
+            finished = counts.cost_finished + counts.cost_partial
+            share = min(finished / max(self.total_cost, 1), 1.0)
+            remaining = max(self.total_cost - finished, 0)
+            text += f", {100 * share:.0f} % ETA {clock(remaining / (done / elapsed))}"
         return text
 
     def _run(self) -> None:

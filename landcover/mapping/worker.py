@@ -10,6 +10,7 @@ import json
 import logging
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from contextlib import ExitStack
 from dataclasses import dataclass, replace
@@ -107,9 +108,21 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: Wor
     """
     records: list[TileRecord] = []
     in_flight: list[_InFlight] = []
+    partial: dict[str, tuple[int, int]] = {}  # a tile's rows counted on the board so far
+
+    def rows_of(entry: TileEntry) -> Callable[[float, int], None]:
+        def on_rows(share: float, pixels: int) -> None:  # the progress line's, mid-tile
+            cost, counted = partial.get(entry.path, (0, 0))
+            board.advance(int(share * entry.cost) - cost, pixels - counted)
+            partial[entry.path] = (int(share * entry.cost), pixels)
+
+        return on_rows
 
     def finish(record: TileRecord, entry: TileEntry) -> None:
         records.append(record)
+        cost, counted = partial.pop(entry.path, (0, 0))
+        if cost or counted:  # the finished tile counts whole below
+            board.advance(-cost, -counted)
         pixels = record.grid.width * record.grid.height if record.grid else 0
         board.finish(record.status, entry.cost, pixels if record.status == "done" else 0)
         if record.status == "failed" and ctx.job.fail_fast:
@@ -142,6 +155,7 @@ def _work(board: TileBoard, entries: list[TileEntry], order: list[int], ctx: Wor
                 else:
                     if claimed is not None:
                         mapper.prefetch(entries[order[claimed]].path)
+                    mapper.on_rows = rows_of(entry)
                     future = mapper.submit(entry.path)
                     in_flight.append(_InFlight(entry, index, start, future))
             except OutputError:

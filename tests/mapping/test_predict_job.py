@@ -989,3 +989,19 @@ def test_tiles_not_north_up_are_mapped_but_left_out_of_the_mosaic(
     (vrt,) = out.glob("mosaic_class*.vrt")
     with rasterio.open(vrt) as mosaic:
         assert mosaic.bounds == (400000, 4300000 - 64, 400064, 4300000)
+
+
+def test_the_job_line_moves_while_a_tile_is_predicted(
+    checkpoint: Path, tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    """Each worker counts its tile's rows as they are predicted: the job's line shows a
+    share, a rate and an ETA before the first tile is finished."""
+    tile = write_image(tmp_path / "big_naip.tif", 1280, 1280, "EPSG:26918", 1.0, (4e5, 43e5), 9)
+    capsys.readouterr()
+    predict_here(tile, checkpoint, tmp_path / "maps", log_every_s=0.05, probs=False)
+    lines = [ln for ln in capsys.readouterr().err.splitlines() if "tiles 0/1 (" in ln]
+    found = [re.search(r"(\d+\.\d+) Mpx/s, (\d+) % ETA", ln) for ln in lines]
+    moving = [(float(m.group(1)), int(m.group(2))) for m in found if m]
+    assert moving and all(rate > 0 for rate, _ in moving), lines  # mid-tile: pixels, share
+    shares = [share for _, share in moving]
+    assert shares == sorted(shares) and 0 < shares[-1] <= 100, shares
