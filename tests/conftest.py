@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import suppress
 from pathlib import Path
 
@@ -284,6 +285,27 @@ def start_cli(
         env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
         start_new_session=True,
     )
+
+
+def interrupt_when(
+    proc: subprocess.Popen, ready: Callable[[], bool], timeout: float = 120
+) -> tuple[str, str]:
+    """Sends Ctrl-C (SIGINT to its process group) to a :func:`start_cli` command once
+    ``ready()`` holds, and waits for it to end (killed if it outlives the test).
+
+    Returns:
+        Its stdout and stderr.
+    """
+    try:
+        deadline = time.monotonic() + timeout
+        while not ready():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.01)
+        os.killpg(proc.pid, signal.SIGINT)
+        return proc.communicate(timeout=timeout)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
 
 
 def spawned_children(pid: int | str = "self") -> list[int]:

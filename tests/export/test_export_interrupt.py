@@ -14,7 +14,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -22,7 +21,7 @@ import pytest
 from landcover.export import command
 from landcover.export.command import export_model
 
-from conftest import run_cli, start_cli
+from conftest import interrupt_when, run_cli, start_cli
 
 INTERRUPTED = "error: interrupted by SIGINT (rerun the same command to resume)"
 
@@ -52,16 +51,8 @@ def test_ctrl_c_during_an_export_exits_130_and_keeps_the_previous_export(
 ) -> None:
     before = contents(previous)
     proc = start_cli("export", str(quick_checkpoint), "--format", fmt, "--out", str(previous))
-    try:
-        deadline = time.monotonic() + 120
-        while not list(previous.parent.glob(".model.export-*")):  # tracing the model now
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        stdout, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    tracing = lambda: bool(list(previous.parent.glob(".model.export-*")))  # noqa: E731
+    stdout, stderr = interrupt_when(proc, tracing)
     lines = [line for line in stderr.splitlines() if line.strip()]
     assert proc.returncode == 130, stderr
     assert "Traceback" not in stderr and lines[-1] == INTERRUPTED, stderr

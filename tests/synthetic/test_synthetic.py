@@ -186,25 +186,13 @@ def test_a_second_shifted_world_in_a_folder_is_refused_and_overwrite_replaces_it
 def test_an_overwrite_stopped_while_it_draws_keeps_the_earlier_set(tmp_path: Path) -> None:
     """--overwrite removed the earlier tiles before drawing the new ones: a Ctrl-C (or a full
     disk) in between left neither set. The new set is drawn beside, then moved in whole."""
-    import os
-    import signal
-    import time
-
-    from conftest import start_cli
+    from conftest import interrupt_when, start_cli
 
     out = tmp_path / "d"
     assert run_cli("data", "synth", str(out), "--tiles", "2", "--size", "64").returncode == 0
     before = {p.name: p.read_bytes() for p in out.iterdir()}
     proc = start_cli("data", "synth", str(out), "--tiles", "40", "--size", "512", "--overwrite")
-    try:
-        deadline = time.monotonic() + 120
-        while not list(out.glob(".landcover-tmp-synth-*/*_lc.tif")):  # drawing, one tile done
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.01)
-        os.killpg(proc.pid, signal.SIGINT)
-        _, stderr = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
+    drawing = lambda: bool(list(out.glob(".landcover-tmp-synth-*/*_lc.tif")))  # noqa: E731
+    _, stderr = interrupt_when(proc, drawing)  # one tile of the new set drawn
     assert proc.returncode == 130, stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # whole, no scratch left
