@@ -6,26 +6,32 @@ the writer a folder to fill:
 
 - a new (or empty) output folder is filled as a hidden temporary folder beside it, renamed
   onto it once everything is written: the output is whole or absent;
-- a folder that already holds files cannot be swapped whole: it gets a marker file
-  (:data:`INCOMPLETE_MARKER`) first, removed once everything is written. Every reader of a data
-  folder (:func:`landcover.data.pairs.discover_pairs`) refuses a folder with the marker;
-- a folder holding the tile pairs of a finished earlier prepare is refused (the two sets
-  would mix: training reads every pair in a folder), unless ``--overwrite``: the new set is
-  then written beside, whole, and replaces the earlier one (its pairs and manifest), the
-  folder marked meanwhile. A rerun of an unfinished prepare (the marker) goes on in place.
+- a folder that already holds files is filled through a hidden scratch folder inside it, whose
+  files are moved in once everything is written (the folder marked unfinished with
+  :data:`INCOMPLETE_MARKER` during the moves: every reader of a data folder,
+  :func:`landcover.data.pairs.discover_pairs`, refuses a folder with the marker). A prepare
+  that fails leaves the folder as it was;
+- the set of an earlier prepare there (its ``manifest.csv`` and the files it lists) is refused
+  (the two sets would mix: training reads every pair in a folder), unless ``--overwrite``: the
+  new set then replaces it. Tile-pair files no manifest lists (another set, or the inputs) are
+  always refused, never removed; after an interrupted move (the marker) a rerun replaces
+  whatever pairs are there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import csv
 import os
 import shutil
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from landcover.diskerrors import output_errors
 from landcover.errors import DataError
+from landcover.fileio import SCRATCH_PREFIX
 
 INCOMPLETE_MARKER = ".landcover-prepare-incomplete"
 """The file that marks a data folder ``data prepare`` has not finished writing."""
@@ -56,23 +62,48 @@ def _folder_mode() -> int:
 PAIR_SUFFIXES = ("_naip.tif", "_lc.tif")
 """The names of the tile pairs ``data prepare`` writes (``{name}_naip.tif``, ``{name}_lc.tif``)."""
 
+MANIFEST = "manifest.csv"
 
-def earlier_pairs(out: Path) -> list[Path]:
-    """The tile-pair files and manifest a finished earlier prepare (or anything) left in ``out``.
+
+@dataclass(frozen=True)
+class FolderState:
+    """What an output folder holds before a prepare writes into it.
+
+    Attributes:
+        listed: ``manifest.csv`` and the existing files it lists (an earlier prepare's set).
+        strays: Tile-pair files (``*_naip.tif``, ``*_lc.tif``) that no manifest lists.
+        unfinished: Whether an earlier prepare did not finish (its marker is there).
+    """
+
+    listed: list[Path]
+    strays: list[Path]
+    unfinished: bool
+
+
+def folder_state(out: Path) -> FolderState:
+    """Reads what ``out`` holds (see :class:`FolderState`; a missing folder holds nothing).
 
     Args:
-        out: The output folder (it may be missing).
+        out: The output folder.
 
     Returns:
-        Its ``*_naip.tif``, ``*_lc.tif`` and ``manifest.csv`` files, sorted.
+        Its state.
     """
     if not out.is_dir():
-        return []
-    return sorted(
-        p
-        for p in out.iterdir()
-        if p.is_file() and (p.name.endswith(PAIR_SUFFIXES) or p.name == "manifest.csv")
-    )
+        return FolderState([], [], False)
+    listed = []
+    manifest = out / MANIFEST
+    if manifest.is_file():
+        with manifest.open(newline="") as handle:
+            for row in csv.DictReader(handle):
+                for column in ("image", "label"):
+                    path = out / (row.get(column) or "")
+                    if path.parent == out and path.is_file():  # its own files, by name
+                        listed.append(path)
+        listed.append(manifest)
+    pairs = (p for p in out.iterdir() if p.is_file() and p.name.endswith(PAIR_SUFFIXES))
+    strays = sorted(set(pairs) - set(listed))
+    return FolderState(sorted(set(listed)), strays, (out / INCOMPLETE_MARKER).exists())
 
 
 @contextlib.contextmanager
@@ -81,31 +112,43 @@ def staged_folder(out: Path, overwrite: bool = False) -> Iterator[Path]:
 
     Args:
         out: The output folder (it may exist).
-        overwrite: Replace the tile pairs a finished earlier prepare left in ``out``.
+        overwrite: Replace the set an earlier prepare's ``manifest.csv`` lists in ``out``.
 
     Yields:
-        The folder to write into: a temporary folder beside ``out``, or ``out`` itself
-        (marked unfinished) when it holds other files or an unfinished prepare's.
+        The folder to write into: a new folder's temporary folder beside it (renamed onto
+        it), else a scratch folder inside ``out`` (its files moved in at the end).
 
     Raises:
-        DataError: If ``out`` holds tile pairs of a finished prepare and ``overwrite`` is off
-            (a second set would mix with them: every pair in a folder is trained on).
+        DataError: If ``out`` holds tile-pair files no manifest lists (another set, or the
+            inputs: they are never removed), or an earlier prepare's set and ``overwrite`` is
+            off (the sets would mix: train reads every pair in a folder).
         OutputError: If the folder or the marker cannot be written.
     """
-    earlier = [] if (out / INCOMPLETE_MARKER).exists() else earlier_pairs(out)
-    if earlier and not overwrite:
-        pairs = sum(p.name.endswith(PAIR_SUFFIXES[0]) for p in earlier)
+    state = folder_state(out)
+    replaced = state.listed + state.strays if state.unfinished else state.listed
+    if state.strays and not state.unfinished:
         raise DataError(
-            f"{out} already holds {pairs} tile pair(s) and a manifest of an earlier prepare "
-            f"(such as {earlier[0].name}): a second set would mix with them (train reads every "
-            "pair in a folder); write to another folder or pass --overwrite to replace them"
+            f"{out} holds {len(state.strays)} *_naip.tif / *_lc.tif file(s) that no "
+            f"{MANIFEST} of a prepare lists (such as {state.strays[0].name}): the tiles would "
+            "mix with them; prepare into another folder"
         )
-    if out.is_dir() and any(out.iterdir()) and not earlier:
-        marker = out / INCOMPLETE_MARKER
+    if state.listed and not (overwrite or state.unfinished):
+        pairs = sum(p.name.endswith(PAIR_SUFFIXES[0]) for p in state.listed)
+        raise DataError(
+            f"{out} already holds an earlier prepare's {pairs} tile pair(s) (its {MANIFEST}): "
+            "a second set would mix with them (train reads every pair in a folder); write to "
+            "another folder or pass --overwrite to replace them"
+        )
+    if out.is_dir() and any(out.iterdir()):  # written inside, moved in whole
         with output_errors(out):
-            marker.write_text("landcover data prepare is writing this folder\n")
-        yield out  # an exception leaves the marker: the folder is refused until a rerun
-        marker.unlink(missing_ok=True)
+            scratch = Path(tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}prepare-", dir=out))
+            os.chmod(scratch, _folder_mode())
+        try:
+            yield scratch
+            with output_errors(out):
+                _replace_set(scratch, out, replaced)
+        finally:
+            shutil.rmtree(scratch, ignore_errors=True)
         return
     with output_errors(out.parent):
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -116,10 +159,6 @@ def staged_folder(out: Path, overwrite: bool = False) -> Iterator[Path]:
     try:
         yield staging
         with output_errors(out.parent):
-            if earlier:  # the new set is whole: it replaces the earlier one, marked meanwhile
-                _replace_set(staging, out, earlier)
-                staging.rmdir()
-                return
             if out.is_dir():
                 out.rmdir()  # empty (checked above): rename replaces no file of anyone's
             os.replace(staging, out)
@@ -128,18 +167,19 @@ def staged_folder(out: Path, overwrite: bool = False) -> Iterator[Path]:
         raise
 
 
-def _replace_set(staging: Path, out: Path, earlier: list[Path]) -> None:
-    """Moves the new set's files into ``out``, then removes the earlier ones not replaced.
+def _replace_set(scratch: Path, out: Path, replaced: list[Path]) -> None:
+    """Moves the new set's files into ``out``, then removes the replaced ones not overwritten.
 
-    ``out`` is marked unfinished while its files change, so a reader never takes a mix.
+    ``out`` is marked unfinished while its files change: a reader never takes a mix, and a
+    rerun (the marker found) replaces whatever set is there.
     """
     marker = out / INCOMPLETE_MARKER
     marker.write_text("landcover data prepare is replacing this folder's tile pairs\n")
     moved = set()
-    for path in sorted(staging.iterdir()):
+    for path in sorted(scratch.iterdir()):
         os.replace(path, out / path.name)
         moved.add(out / path.name)
-    for path in earlier:
+    for path in replaced:
         if path not in moved:
             path.unlink(missing_ok=True)
     marker.unlink()

@@ -59,21 +59,18 @@ def test_a_failed_prepare_into_a_new_folder_leaves_nothing(tmp_path: Path) -> No
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]  # no staging folder left either
 
 
-def test_a_half_prepared_folder_is_refused_by_train_until_a_rerun_completes_it(
+def test_a_failed_prepare_into_a_folder_of_files_leaves_it_as_it_was(
     tmp_path: Path, tiny_config: Path
 ) -> None:
+    """The new set is written inside, hidden, and moved in only when whole: a failure leaves
+    the folder's files as they were (it once held the first pair, marked unfinished)."""
     image, label = write_inputs(tmp_path / "in", bad_code=True)
     out = tmp_path / "tiles"
     out.mkdir()
     (out / "README.txt").write_text("tiles of the big image\n")  # a folder that holds files
     failed = prepare(image, label, out)
     assert_one_line_error(failed, str(label), "42")
-    assert (out / "big_r000_c000_naip.tif").is_file()  # the first pair, complete
-    assert not (out / "manifest.csv").exists()
-
-    run = tmp_path / "run"
-    refused = train(out, tiny_config, run)
-    assert_one_line_error(refused, str(out), "data prepare", "did not finish")
+    assert sorted(p.name for p in out.iterdir()) == ["README.txt"]  # no pair, no scratch
 
     image, label = write_inputs(tmp_path / "in", bad_code=False)
     done = prepare(image, label, out)
@@ -86,6 +83,29 @@ def test_a_half_prepared_folder_is_refused_by_train_until_a_rerun_completes_it(
     assert sorted(p.name for p in out.iterdir() if p.name.startswith(".")) == []
     checked = run_cli("data", "check", str(out), env=SUBPROCESS)
     assert checked.returncode == 0, checked.stderr
+
+
+def test_a_folder_whose_moves_were_interrupted_is_refused_until_a_rerun_replaces_it(
+    tmp_path: Path, tiny_config: Path
+) -> None:
+    """A Ctrl-C while the finished set's files move in leaves the marker beside a mix of the
+    two sets: train refuses the folder, and a rerun replaces every pair there."""
+    image, label = write_inputs(tmp_path / "in", bad_code=False)
+    out = tmp_path / "tiles"
+    assert prepare(image, label, out).returncode == 0
+    (out / "old_r000_c000_naip.tif").write_bytes((out / "big_r000_c000_naip.tif").read_bytes())
+    (out / ".landcover-prepare-incomplete").write_text("moving\n")  # stopped mid-move
+    refused = train(out, tiny_config, tmp_path / "run")
+    assert_one_line_error(refused, str(out), "data prepare", "did not finish")
+    done = prepare(image, label, out)
+    assert done.returncode == 0, done.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "big_r000_c000_lc.tif",
+        "big_r000_c000_naip.tif",
+        "big_r000_c001_lc.tif",
+        "big_r000_c001_naip.tif",
+        "manifest.csv",
+    ]  # the other set's pair gone with the marker
 
 
 def test_a_prepare_into_a_new_folder_writes_it_whole(tmp_path: Path) -> None:
@@ -121,7 +141,7 @@ def test_a_second_prepare_into_a_prepared_folder_is_refused_and_overwrite_replac
     again = [*("data", "prepare", "--images", str(image), "--labels", str(label)),
              *("--out", str(out), "--tile-size", "32")]  # fmt: skip
     refused = run_cli(*again, env=SUBPROCESS)
-    assert_one_line_error(refused, str(out), "2 tile pair(s)", "--overwrite")
+    assert_one_line_error(refused, str(out), "earlier prepare's 2 tile pair(s)", "--overwrite")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
 
     bad_image, bad_label = write_inputs(tmp_path / "bad", bad_code=True)
@@ -144,3 +164,20 @@ def test_a_second_prepare_into_a_prepared_folder_is_refused_and_overwrite_replac
     with rasterio.open(out / "big_r001_c003_lc.tif") as ds, rasterio.open(label) as src:
         np.testing.assert_array_equal(ds.read(1), src.read(1)[32:, 96:])
     assert run_cli("data", "check", str(out), env=SUBPROCESS).returncode == 0
+
+
+def test_pair_files_no_manifest_lists_are_refused_and_never_removed(tmp_path: Path) -> None:
+    """Scenes named *_naip.tif in --out (here the inputs themselves): an --overwrite removed
+    every pair file the new set did not replace, the user's inputs among them."""
+    image, label = write_inputs(tmp_path / "in", bad_code=False)
+    scene = tmp_path / "scenes" / "big_naip.tif"
+    scene.parent.mkdir()
+    scene.write_bytes(image.read_bytes())
+    before = {p.name: p.read_bytes() for p in scene.parent.iterdir()}
+    for extra in ([], ["--overwrite"]):
+        result = run_cli(
+            "data", "prepare", "--images", str(scene), "--labels", str(label),
+            "--out", str(scene.parent), "--tile-size", "64", *extra, env=SUBPROCESS,
+        )  # fmt: skip
+        assert_one_line_error(result, "1 *_naip.tif / *_lc.tif file(s) that no manifest.csv")
+        assert {p.name: p.read_bytes() for p in scene.parent.iterdir()} == before
