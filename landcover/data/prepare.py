@@ -201,8 +201,9 @@ def prepare_tiles(
         labels: Label rasters (one uint8 band of Chesapeake codes, any CRS and grid) or glob
             patterns.
         out: Output folder (created if missing). It is whole or refused by every reader:
-            a new or empty folder is written beside it and renamed onto it at the end; a
-            folder holding files is marked unfinished meanwhile (:mod:`landcover.data.staging`).
+            a new or empty folder is written beside it and renamed onto it at the end; into
+            a folder holding files the tiles are moved from a hidden scratch folder inside it
+            (:mod:`landcover.data.staging`).
         mapping: Class mapping; a pixel is labelled when its code maps to a class.
         tile_size: Tile side in pixels; edge tiles are smaller.
         min_valid: Tiles with a smaller fraction of labelled pixels (also excluding image

@@ -48,6 +48,7 @@ from landcover.inference.writers import CLASS_NODATA
 from landcover.mapping.records import TileRecord
 from landcover.mapping.staccollection import write_collection
 from landcover.mapping.tiles import output_stem
+from landcover.wording import counted
 
 UNKNOWN_START = datetime(1900, 1, 1, tzinfo=timezone.utc)
 """``start_datetime`` of an item whose acquisition time is unknown."""
@@ -270,7 +271,7 @@ def write_item_collection(
     document = collection.to_dict(transform_hrefs=False)
     storage.write_text(path, json.dumps(document, indent=1))
     description = (
-        f"Land-cover maps of {len(items)} NAIP tile(s) by landcover predict "
+        f"Land-cover maps of {counted(len(items), 'NAIP tile')} by landcover predict "
         f"({', '.join(mapping.names)}), with per-class probabilities and previews"
     )
     catalogue = write_collection(items, out, description)

@@ -14,22 +14,25 @@ QGIS's STAC plugin and ``pystac.Collection.from_file`` read:
   asset hrefs resolve against its own place.
 
 Every href is relative, so the folder can be moved or uploaded whole (a self-contained
-catalogue has no ``self`` links). An item file of an earlier job's tile is left as it is, and
+catalogue has no ``self`` links), and a plain path (``./a b_class.tif``), as pystac writes and
+resolves them (``stac_items.json`` keeps its percent-encoded URIs). An item file of an earlier job's tile is left as it is, and
 not linked.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
-from urllib.parse import quote
+from urllib.parse import unquote
 
 import pystac
 
 from landcover import storage
+from landcover.redaction import redact
 
 COLLECTION = "collection.json"
 ITEM_SUFFIX = "_item.json"
@@ -46,10 +49,24 @@ def item_file(item: pystac.Item) -> str:
     return f"{item.id}{ITEM_SUFFIX}"
 
 
+def _folder_name(out: str) -> str:
+    """The output folder's name, redacted (``maps`` for ``.``: the local folder's own)."""
+    shown = redact(out)
+    name = storage.name(os.path.abspath(shown) if not storage.is_remote(shown) else shown)
+    return name or "landcover-maps"
+
+
 def _collection_id(out: str) -> str:
-    """The output folder's name as an id: letters, digits, ``-``, ``_`` and ``.``."""
-    name = storage.name(out) or "landcover-maps"
-    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-") or "landcover-maps"
+    """The output folder's name as an id: letters, digits, ``-``, ``_`` and ``.``.
+
+    Redacted first: a query in the name, its ``?&=`` made ``-``, would no longer read as one.
+    """
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", _folder_name(out)).strip("-.") or "landcover-maps"
+
+
+def _plain(href: str) -> str:
+    """A relative href as a plain path: pystac resolves these (a ``%20`` names no file)."""
+    return unquote(href) if "://" not in href and not href.startswith("/") else href
 
 
 def _times(item: pystac.Item) -> tuple[datetime | None, datetime | None]:
@@ -77,7 +94,7 @@ def _extent(items: list[pystac.Item]) -> pystac.Extent:
 
 
 def _links(pairs: list[tuple[str, str]]) -> list[dict[str, Any]]:
-    return [{"rel": rel, "href": f"./{quote(href)}", "type": _JSON} for rel, href in pairs]
+    return [{"rel": rel, "href": f"./{href}", "type": _JSON} for rel, href in pairs]
 
 
 def write_collection(items: list[pystac.Item], out: str, description: str) -> list[str]:
@@ -100,7 +117,7 @@ def write_collection(items: list[pystac.Item], out: str, description: str) -> li
         description=description,
         extent=_extent(items),
         license="other",
-        title=f"Land-cover maps: {storage.name(out) or out}",
+        title=f"Land-cover maps: {_folder_name(out)}",
     )
     document = collection.to_dict(include_self_link=False, transform_hrefs=False)
     document["links"] = _links([("root", COLLECTION)] + [("item", item_file(i)) for i in items])
@@ -108,7 +125,9 @@ def write_collection(items: list[pystac.Item], out: str, description: str) -> li
     for item in items:
         body = item.to_dict(include_self_link=False, transform_hrefs=False)
         kept = [link for link in body["links"] if link["rel"] not in ("root", "parent", "self")]
-        body["links"] = _links(_UP) + kept
+        body["links"] = _links(_UP) + [{**link, "href": _plain(link["href"])} for link in kept]
+        for asset in body["assets"].values():
+            asset["href"] = _plain(asset["href"])
         body["collection"] = collection.id
         documents[storage.join(out, item_file(item))] = body
 

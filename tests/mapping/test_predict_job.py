@@ -1005,3 +1005,27 @@ def test_the_job_line_moves_while_a_tile_is_predicted(
     assert moving and all(rate > 0 for rate, _ in moving), lines  # mid-tile: pixels, share
     shares = [share for _, share in moving]
     assert shares == sorted(shares) and 0 < shares[-1] <= 100, shares
+
+
+def test_the_stac_collection_resolves_odd_names_and_keeps_no_query(
+    checkpoint: Path, tmp_path: Path
+) -> None:
+    """A tile name with a space and brackets, an output folder with a query: pystac resolves
+    the plain relative hrefs, and the collection's id was the query made '-'s (unredacted)."""
+    secret = "COLLECTIONSECRET1"
+    tile = write_image(tmp_path / "a b[1]_naip.tif", 96, 96, "EPSG:26918", 1.0, (4e5, 43e5), 4)
+    out = tmp_path / f"maps?sv=1&sig={secret}"
+    result = predict(str(tile), "--checkpoint", str(checkpoint), "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    written = [p for p in out.iterdir() if p.suffix == ".json"]
+    assert not [p.name for p in written if secret in p.read_text()]
+    assert json.loads((out / "collection.json").read_text())["id"] == "maps-sv-sig"
+    # pystac reads a '?' in a local path as a URL's query: the folder, moved, without it
+    out = Path(shutil.copytree(out, tmp_path / "maps"))
+    collection = pystac.Collection.from_file(str(out / "collection.json"))
+    (item,) = collection.get_items()
+    assert item.id == "a b[1]_naip"
+    for asset in item.assets.values():
+        assert Path(asset.get_absolute_href()).is_file(), asset.href
+    derived = item.get_single_link("derived_from").get_absolute_href()
+    assert Path(derived) == tile  # relative: the copy sits beside the first folder
