@@ -30,15 +30,14 @@ import time
 from collections.abc import Callable, Mapping
 from pathlib import PurePosixPath
 from typing import Any
-from urllib.parse import urlsplit
 
 from landcover.config import Config, RunConfig
 from landcover.errors import ConfigError, TrainingError, first_line
 from landcover.fileio import atomic_write_text
 from landcover.redaction import redact, redact_tree
-from landcover.storage.credentials import is_tls_or_loopback
 from landcover.training.callbacks import Callback
 from landcover.training.curves import CURVES
+from landcover.training.mlflowtls import check_tracking_tls
 from landcover.training.records import EpochRecord
 from landcover.training.runfolder import RunFolder
 
@@ -65,9 +64,6 @@ BATCH = 100
 _UNSAFE = re.compile(r"[^\w./\- ]")
 
 INSTALL = "pip install 'landcover[mlflow]' (mlflow-skinny)"
-
-CREDENTIALS = ("MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_USERNAME", "MLFLOW_TRACKING_PASSWORD")
-"""The environment's credentials MLflow sends to an ``http(s)://`` tracking server."""
 
 TELEMETRY_OFF = "MLFLOW_DISABLE_TELEMETRY"
 """MLflow's documented switch of its usage telemetry, set to ``true`` unless already set."""
@@ -100,16 +96,10 @@ def mlflow_client_class() -> type:
 
     Raises:
         ConfigError: If MLflow is not installed, or would send credentials over plain http
-            (:data:`CREDENTIALS`, or a password in the URL) to another machine.
+            to another machine (:mod:`~landcover.training.mlflowtls`).
     """
     os.environ.setdefault(TELEMETRY_OFF, "true")
     uri = os.environ.get(TRACKING_URI, "")
-    sent = [n for n in CREDENTIALS if os.environ.get(n)] + (["its URL"] if "@" in uri else [])
-    if sent and urlsplit(uri).scheme == "http" and not is_tls_or_loopback(uri):
-        raise ConfigError(  # MLflow would send them in the clear
-            f"refusing {TRACKING_URI} {redact(uri)}: credentials ({', '.join(sent)}) go to a "
-            "tracking server over https only (plain http only on 127.0.0.1, localhost or [::1])"
-        )
     why = f"{TRACKING_URI} is set" if uri else "run.mlflow is true"
     try:
         from mlflow.tracking import MlflowClient
@@ -117,6 +107,7 @@ def mlflow_client_class() -> type:
         raise ConfigError(
             f"MLflow logging is on ({why}) but MLflow is not installed: {INSTALL}"
         ) from None
+    check_tracking_tls(uri)
     return MlflowClient
 
 

@@ -179,6 +179,8 @@ def test_a_tracking_store_that_cannot_work_is_one_line_before_anything_is_writte
         ("http://192.0.2.2:9/ml", "MLFLOW_TRACKING_TOKEN", "MLFLOW_TRACKING_TOKEN"),
         ("http://192.0.2.2:9/ml", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_PASSWORD"),
         ("http://user:s3cretPassw0rd@192.0.2.2:9/ml", None, "its URL"),
+        ("http://192.0.2.2:9/ml", "MLFLOW_TRACKING_AUTH", "MLFLOW_TRACKING_AUTH"),
+        ("http://192.0.2.2:9/ml", "file", "~/.mlflow/credentials"),
     ],
 )
 def test_credentials_go_to_a_tracking_server_over_https_only(
@@ -187,9 +189,17 @@ def test_credentials_go_to_a_tracking_server_over_https_only(
     """MLflow sends its token or password with every request: never plain http off the host.
 
     192.0.2.2 is a documentation address no one answers: the refusal comes before any request.
+    MLflow also reads a user and password from ``~/.mlflow/credentials`` (HOME here).
     """
     run = tmp_path / "run"
-    env = {"MLFLOW_TRACKING_URI": uri, **({variable: "s3cretPassw0rd"} if variable else {})}
+    env = {"MLFLOW_TRACKING_URI": uri, "HOME": str(tmp_path)}
+    if variable == "file":
+        (tmp_path / ".mlflow").mkdir()
+        (tmp_path / ".mlflow" / "credentials").write_text(
+            "[mlflow]\nmlflow_tracking_username = user\nmlflow_tracking_password = s3cretPassw0rd\n"
+        )
+    elif variable:
+        env[variable] = "s3cretPassw0rd"
     result = run_cli(*train_args(tiny_config, tiny_data, run), env=env)
     line = assert_one_line_error(result, "refusing MLFLOW_TRACKING_URI http://", sent, "https")
     assert "s3cretPassw0rd" not in result.stderr + result.stdout, line
