@@ -89,9 +89,9 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
     folder = Path(out)
     if folder.exists() and not folder.is_dir():
         raise ConfigError(f"--out {folder}: exists and is not a folder")
+    im = load_inference_model(checkpoint, "cpu")  # a bad checkpoint: nothing made
     parent = folder.parent if str(folder.parent) else Path(".")
     check_output_folder(parent)  # made, and writable (the scratch folder goes there): one line
-    im = load_inference_model(checkpoint, "cpu")
     model = im.config.model
     where = f"model.arch {model.arch!r} (encoder {model.encoder!r})"
     opset = OPSET if fmt == "onnx" else None

@@ -43,6 +43,7 @@ class JobProgress:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._reporter = ProgressReporter("tiles", self.total, every_s, enabled, remaining=False)
+        self._share = 0.0  # never shown lower: the counters are read one by one
 
     def __enter__(self) -> JobProgress:
         if not self.enabled:
@@ -76,7 +77,8 @@ class JobProgress:
         done = counts.cost_done + counts.cost_partial
         if not final and done > 0 and counts.finished < self.board.total:
             finished = counts.cost_finished + counts.cost_partial
-            share = min(finished / max(self.total_cost, 1), 1.0)
+            share = min(max(finished / max(self.total_cost, 1), self._share), 1.0)
+            self._share = share
             remaining = max(self.total_cost - finished, 0)
             text += f", {100 * share:.0f} % ETA {clock(remaining / (done / elapsed))}"
         return text

@@ -91,16 +91,18 @@ def test_a_tile_is_claimed_ahead_only_while_every_other_worker_has_one_left(stor
     assert TileBoard(5, store, workers=2).claim_ahead() is None  # a stopped job: none
 
 
-def test_rows_of_tiles_in_progress_count_until_the_tile_finishes(store) -> None:
+def test_rows_of_tiles_in_progress_count_until_the_tile_finishes(
+    store, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The progress line moved only when a whole tile finished: with a few large tiles it
     read 0 tiles and 0.00 Mpx/s, without a share or an ETA, for minutes."""
-    import time
-
+    from landcover.mapping import progress as progress_module
     from landcover.mapping.progress import JobProgress
 
     ours, theirs = TileBoard(2, store), TileBoard(2, store)  # two workers, one store
     progress = JobProgress(ours, total_cost=2000, every_s=60, enabled=False)
-    progress._start = time.perf_counter() - 10  # ten seconds in
+    now = progress._start + 10  # ten seconds in, whatever the machine's load
+    monkeypatch.setattr(progress_module.time, "perf_counter", lambda: now)
     ours.advance(400, 400_000)  # 40 % of worker 0's tile: 400 of its 1000 px of cost
     theirs.advance(100, 100_000)
     counts = ours.counts()
@@ -109,6 +111,7 @@ def test_rows_of_tiles_in_progress_count_until_the_tile_finishes(store) -> None:
     assert line.startswith("tiles 0/2 (0 predicted")
     assert " 0.05 Mpx/s, 25 % ETA 0:00:30" in line  # 500 of 2000 in 10 s: 1500 left
     ours.advance(-400, -400_000)  # worker 0's tile finishes: it counts whole instead
+    assert ", 25 % ETA" in progress.line(ours.counts())  # read between the two: never lower
     ours.finish("done", cost=1000, pixels=1_000_000)
     counts = theirs.counts()
     assert (counts.cost_partial, counts.pixels_partial, counts.cost_done) == (100, 100_000, 1000)

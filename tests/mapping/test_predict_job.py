@@ -1005,6 +1005,18 @@ def test_the_job_line_moves_while_a_tile_is_predicted(
     assert moving and all(rate > 0 for rate, _ in moving), lines  # mid-tile: pixels, share
     shares = [share for _, share in moving]
     assert shares == sorted(shares) and 0 < shares[-1] <= 100, shares
+    # what the worker counts: the mapper's rows as each strip is done, not once at the end
+    from landcover.inference.loader import load_inference_model
+    from landcover.inference.predict import TileMapper
+
+    calls: list[tuple[float, int]] = []
+    im = load_inference_model(str(checkpoint), "cpu")
+    with TileMapper(im, PredictOptions(str(tmp_path / "again"), window=256, probs=False)) as m:
+        m.on_rows = lambda share, pixels: calls.append((share, pixels))
+        m.submit(str(tile)).result()
+    inside = [share for share, _ in calls if 0 < share < 1]
+    assert len(inside) >= 2 and calls[-1] == (1.0, 1280 * 1280), calls
+    assert calls == sorted(calls), calls
 
 
 def test_the_stac_collection_resolves_odd_names_and_keeps_no_query(
