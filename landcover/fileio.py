@@ -130,3 +130,26 @@ def remove_stale_temporaries(folder: str | Path) -> list[Path]:
             shutil.rmtree(scratch, ignore_errors=True)
             stale.append(scratch)
     return stale
+
+
+def move_set_in(scratch: Path, out: Path, replaced: list[Path]) -> None:
+    """Moves a finished set's files from a scratch folder into ``out``, replacing a set.
+
+    Then the replaced set's files that no new file took the place of are removed.
+
+    Args:
+        scratch: The new set, its folders as they go into ``out`` (on ``out``'s file system:
+            each file is one rename).
+        out: The destination folder.
+        replaced: The earlier set's files in ``out``.
+    """
+    moved = set()
+    for path in sorted(scratch.rglob("*")):
+        if path.is_file():
+            target = out / path.relative_to(scratch)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(path, target)
+            moved.add(target)
+    for path in replaced:
+        if path not in moved:
+            path.unlink(missing_ok=True)

@@ -31,7 +31,7 @@ from pathlib import Path
 
 from landcover.diskerrors import output_errors
 from landcover.errors import DataError
-from landcover.fileio import SCRATCH_PREFIX
+from landcover.fileio import SCRATCH_PREFIX, move_set_in
 
 INCOMPLETE_MARKER = ".landcover-prepare-incomplete"
 """The file that marks a data folder ``data prepare`` has not finished writing."""
@@ -175,11 +175,5 @@ def _replace_set(scratch: Path, out: Path, replaced: list[Path]) -> None:
     """
     marker = out / INCOMPLETE_MARKER
     marker.write_text("landcover data prepare is replacing this folder's tile pairs\n")
-    moved = set()
-    for path in sorted(scratch.iterdir()):
-        os.replace(path, out / path.name)
-        moved.add(out / path.name)
-    for path in replaced:
-        if path not in moved:
-            path.unlink(missing_ok=True)
+    move_set_in(scratch, out, replaced)
     marker.unlink()

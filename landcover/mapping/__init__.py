@@ -4,6 +4,6 @@
 :mod:`landcover.inference` and records its outcome (:mod:`.records`), skips tiles whose outputs
 are complete (:mod:`.outputs`), and writes the job's summary, VRT mosaics and STAC items
 (:mod:`.summary`, :mod:`.mosaic`, :mod:`.stac` and, as a static STAC Collection,
-:mod:`.staccollection`; :mod:`.othermaps` says when the folder holds maps those leave out). :mod:`.job` launches it; :mod:`.comm` is all it
-needs from the parallel layer.
+:mod:`.staccollection`; :mod:`.othermaps` says when the folder holds maps those leave out).
+:mod:`.job` launches it; :mod:`.comm` is all it needs from the parallel layer.
 """

@@ -12,12 +12,13 @@ import logging
 
 from landcover import storage
 from landcover.errors import LandcoverError
-from landcover.mapping.tiles import output_stem
+from landcover.mapping.tiles import OUTPUT_SUFFIXES, output_stem
 from landcover.wording import counted
 
 log = logging.getLogger("landcover")
 
-CLASS_MAP = "_class.tif"
+CLASS_MAP = OUTPUT_SUFFIXES[0]
+"""A class map's name: the tile's output stem and this (``_class.tif``)."""
 
 
 def other_maps(out: str, tiles: list[str]) -> list[str]:

@@ -15,8 +15,8 @@ QGIS's STAC plugin and ``pystac.Collection.from_file`` read:
 
 Every href is relative, so the folder can be moved or uploaded whole (a self-contained
 catalogue has no ``self`` links), and a plain path (``./a b_class.tif``), as pystac writes and
-resolves them (``stac_items.json`` keeps its percent-encoded URIs). An item file of an earlier job's tile is left as it is, and
-not linked.
+resolves them (``stac_items.json`` keeps its percent-encoded URIs). An item file of an earlier
+job's tile is left as it is, and not linked.
 """
 
 from __future__ import annotations

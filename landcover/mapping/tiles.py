@@ -131,9 +131,8 @@ def _pair_key(path: str) -> tuple[str, str]:
     A partner lies beside its image (``d/m_1_naip.tif``, ``d/m_1_lc.tif`` -> ``(d, m_1)``).
     """
     name = storage.name(path)
-    return posixpath.dirname(path), name.rsplit("_", 1)[0] if "_" in name else name.rsplit(".", 1)[
-        0
-    ]
+    stem = name.rsplit("_", 1)[0] if "_" in name else name.rsplit(".", 1)[0]
+    return posixpath.dirname(path), stem
 
 
 def _warn_left_out(folder: str, files: list[str], images: list[str], suffix: str) -> None:

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from landcover.fileio import SCRATCH_PREFIX
+from landcover.fileio import SCRATCH_PREFIX, move_set_in
 
 
 @contextmanager
@@ -37,15 +37,6 @@ def replacing(out: Path, earlier: list[Path]) -> Iterator[Path]:
     scratch.mkdir()
     try:
         yield scratch
-        moved = set()
-        for path in sorted(scratch.rglob("*")):
-            if path.is_file():
-                target = out / path.relative_to(scratch)
-                target.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(path, target)
-                moved.add(target)
-        for path in earlier:
-            if path not in moved:
-                path.unlink(missing_ok=True)
+        move_set_in(scratch, out, earlier)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

@@ -3,6 +3,8 @@
 import json
 import os
 import signal
+import subprocess
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -110,26 +112,39 @@ def test_a_run_stopped_between_last_pt_and_best_pt_writes_best_pt_on_resume(
     assert (checkpoints / "best.pt").read_bytes() == last
 
 
+def _two_epochs(
+    config: Path, data: Path, run: Path
+) -> tuple[Callable[[str], subprocess.CompletedProcess], Path]:
+    """Trains two short epochs into ``run``; returns how to train it to N epochs again, and
+    its ``metrics.jsonl``."""
+
+    def train(epochs: str) -> subprocess.CompletedProcess:
+        return run_cli(
+            "train", "--config", str(config), "--data", str(data), "--out", str(run),
+            "--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1",
+            "--epochs", epochs,
+        )  # fmt: skip
+
+    assert train("2").returncode == 0
+    return train, run / "metrics.jsonl"
+
+
 def test_a_run_stopped_before_its_metrics_line_writes_it_on_resume(
     tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
     """An epoch's checkpoint is written before its metrics.jsonl line: a run stopped between
     the two resumed without that line for good (the last epoch's too, with nothing left to
     train). The rerun writes it again from the checkpoint's record."""
-    run = tmp_path / "run"
-    args = ("train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run))
-    common = ("--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1")
-    assert run_cli(*args, *common, "--epochs", "2").returncode == 0
-    metrics = run / "metrics.jsonl"
+    train, metrics = _two_epochs(tiny_config, tiny_data, tmp_path / "run")
     lines = metrics.read_text().splitlines()
     assert [json.loads(line)["epoch"] for line in lines] == [1, 2]
     metrics.write_text(lines[0] + "\n")  # stopped before epoch 2's line
-    result = run_cli(*args, *common, "--epochs", "2")  # nothing left to train: resume only
+    result = train("2")  # nothing left to train: resume only
     assert result.returncode == 0, result.stderr
     assert [json.loads(line) for line in metrics.read_text().splitlines()] == [
         json.loads(line) for line in lines
     ]
-    assert run_cli(*args, *common, "--epochs", "3").returncode == 0
+    assert train("3").returncode == 0
     assert [json.loads(line)["epoch"] for line in metrics.read_text().splitlines()] == [1, 2, 3]
 
 
@@ -140,14 +155,10 @@ def test_a_metrics_line_cut_short_is_left_out_and_written_again_on_resume(
     line, and the resume stopped on it with a JSONDecodeError traceback. Now the line is left
     out with a warning and written again from the checkpoint; the file is written whole each
     epoch (a temporary name, then a rename), so no line is cut short any more."""
-    run = tmp_path / "run"
-    args = ("train", "--config", str(tiny_config), "--data", str(tiny_data), "--out", str(run))
-    common = ("--workers", "1", "--samples-per-epoch", "16", "--set", "run.val_every=1")
-    assert run_cli(*args, *common, "--epochs", "2").returncode == 0
-    metrics = run / "metrics.jsonl"
+    train, metrics = _two_epochs(tiny_config, tiny_data, tmp_path / "run")
     lines = metrics.read_text().splitlines()
     metrics.write_text(lines[0] + "\n" + lines[1][: len(lines[1]) // 2])  # no newline either
-    result = run_cli(*args, *common, "--epochs", "2")
+    result = train("2")
     assert result.returncode == 0, result.stderr
     assert "Traceback" not in result.stderr
     assert f"{metrics}: line 2 is not an epoch's record: left out" in result.stderr
