@@ -294,7 +294,17 @@ class MlflowLog(Callback):
             return os.environ["MLFLOW_EXPERIMENT_ID"]
         name = os.environ.get("MLFLOW_EXPERIMENT_NAME") or EXPERIMENT
         found = self.client.get_experiment_by_name(name)
-        return found.experiment_id if found is not None else self.client.create_experiment(name)
+        if found is not None:
+            return found.experiment_id
+        from mlflow.exceptions import MlflowException
+
+        try:
+            return self.client.create_experiment(name)
+        except MlflowException as exc:  # another training made it since: two started together
+            found = self.client.get_experiment_by_name(name)
+            if exc.error_code != "RESOURCE_ALREADY_EXISTS" or found is None:
+                raise
+            return found.experiment_id
 
     def _log_params(self, params: dict[str, str], existing: dict[str, str]) -> None:
         """Logs the parameters the run lacks; a changed one becomes a ``changed.`` tag."""

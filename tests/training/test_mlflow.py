@@ -11,7 +11,14 @@ import yaml
 
 from landcover.config import load_config
 from landcover.errors import ConfigError
-from landcover.training.mlflow_log import RUN_FILE, flat_params, mlflow_client_class, mlflow_enabled
+from landcover.training.mlflow_log import (
+    RUN_FILE,
+    MlflowLog,
+    flat_params,
+    mlflow_client_class,
+    mlflow_enabled,
+)
+from landcover.training.runfolder import RunFolder
 from landcover.training.runlog import read_metrics
 
 from conftest import assert_one_line_error, run_cli, train_args
@@ -129,6 +136,36 @@ def test_parameters_are_flat_and_carry_no_credentials() -> None:
     assert params["run.device"] == "auto" and params["data.root"] == "null"
     assert params["model.arch_options"] == "{}"  # an empty section is one value
     assert all(not isinstance(v, dict) for v in params.values())
+
+
+class _LateClient(MlflowClient):
+    """A real client whose first look for the experiment comes before a rival's creation."""
+
+    def __init__(self, uri: str) -> None:
+        super().__init__(uri)
+        self.rival: str | None = None
+
+    def get_experiment_by_name(self, name: str):
+        if self.rival is None:  # another training, started together, makes it just after
+            self.rival = MlflowClient(self.tracking_uri).create_experiment(name)
+            return None
+        return super().get_experiment_by_name(name)
+
+
+def test_two_trainings_that_both_find_no_experiment_log_to_the_one_made(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uri = _tracking(tmp_path, monkeypatch)["MLFLOW_TRACKING_URI"]
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_ID", raising=False)
+    monkeypatch.delenv("MLFLOW_EXPERIMENT_NAME", raising=False)
+    tracker = MlflowLog(RunFolder(str(tmp_path / "run")))
+    tracker.client = _LateClient(uri)
+    experiment = tracker._experiment()  # its creation fails: the rival's exists
+    assert experiment == tracker.client.rival
+    named = [
+        e.experiment_id for e in MlflowClient(uri).search_experiments() if e.name == "landcover"
+    ]
+    assert named == [experiment]
 
 
 def test_mlflow_is_on_by_the_config_or_the_tracking_uri() -> None:
