@@ -274,6 +274,9 @@ def evaluate_command(
     device: DeviceOption = "auto",
     tta: TtaOption = "none",
     resolution: ResolutionOption = "train",
+    overwrite: Annotated[
+        bool, typer.Option(help="Replace the metrics of another model or other tiles in --out.")
+    ] = False,
 ) -> None:
     """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png.
 
@@ -296,4 +299,5 @@ def evaluate_command(
         window,
         parse_tta(tta),
         resolution,
+        overwrite,
     )

@@ -34,6 +34,7 @@ from landcover.diskerrors import check_output_folder
 from landcover.errors import DataError
 from landcover.inference.confusion import confusion_csv, confusion_png
 from landcover.inference.encode import first_argmax
+from landcover.inference.evalfolder import check_evaluation_folder
 from landcover.inference.loader import InferenceModel, dataset_normalizer
 from landcover.inference.metricstable import metric_text, print_metrics_table
 from landcover.inference.options import CHECKPOINT_EXPECTS
@@ -312,6 +313,7 @@ def run_evaluate(
     window: int | None = None,
     tta: tuple[str, ...] = ("identity",),
     resolution: str = "train",
+    overwrite: bool = False,
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -325,6 +327,7 @@ def run_evaluate(
         window: Window size (default: four training patches, at most 1024 px).
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
         resolution: Pixel size the model sees: ``train``, ``native`` or metres.
+        overwrite: Replace the metrics of another model or of other tiles in ``out``.
 
     Returns:
         The metrics.
@@ -340,6 +343,7 @@ def run_evaluate(
         pairs = [pair for pair, _ in read_manifest(data)]
     else:
         pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
+    check_evaluation_folder(out, im.checkpoint, [pair.name for pair in pairs], overwrite)
     metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta, resolution)
     print_metrics_table(metrics)
     log.info("wrote metrics.json, confusion.csv and confusion.png to %s", out)

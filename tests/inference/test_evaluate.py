@@ -13,7 +13,7 @@ from rasterio.warp import Resampling, reproject
 
 from landcover.classes import resolve_mapping
 
-from conftest import run_cli
+from conftest import assert_one_line_error, run_cli
 
 NAMES = ["water", "tree_canopy", "low_vegetation", "barren", "impervious", "road"]
 
@@ -189,3 +189,41 @@ def test_label_on_another_grid_is_reprojected(
     counts = np.bincount(truth[keep] * 6 + pred[keep], minlength=36).reshape(6, 6)
     assert metrics["pixels"] == int(counts.sum())
     assert metrics["accuracy"] == pytest.approx(np.trace(counts) / counts.sum(), abs=1e-12)
+
+
+def test_another_models_metrics_are_not_replaced_unasked(
+    checkpoint: Path, constant_checkpoint: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    out = tmp_path / "eval"
+    some = tmp_path / "some"  # two of the eight tiles
+    some.mkdir()
+    for name in sorted(p.name for p in tiny_data.glob("*_naip.tif"))[:2]:
+        for suffix in ("_naip.tif", "_lc.tif"):
+            (some / name.replace("_naip.tif", suffix)).symlink_to(
+                tiny_data / name.replace("_naip.tif", suffix)
+            )
+
+    def evaluate(model: Path, data: Path, *extra: str):
+        return run_cli(
+            "evaluate", "--checkpoint", str(model), "--data", str(data), "--out", str(out), *extra
+        )
+
+    assert evaluate(checkpoint, tiny_data).returncode == 0
+    first = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert set(first) == {"metrics.json", "confusion.csv", "confusion.png"}
+
+    # another model, or the same model on other tiles: one line, the folder as it was
+    refused = evaluate(constant_checkpoint, tiny_data)
+    assert_one_line_error(refused, str(out), f"model {checkpoint}", "--overwrite")
+    refused = evaluate(checkpoint, some)
+    assert_one_line_error(refused, str(out), "this model on other tiles (8 tiles)", "--overwrite")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == first
+
+    # the same model on the same tiles again replaces them; --overwrite replaces anything
+    assert evaluate(checkpoint, tiny_data).returncode == 0
+    assert evaluate(constant_checkpoint, some, "--overwrite").returncode == 0
+    metrics = json.loads((out / "metrics.json").read_text())
+    assert metrics["checkpoint"] == str(constant_checkpoint)
+    assert sorted(t["tile"] for t in metrics["tiles"]) == sorted(
+        p.name.removesuffix("_naip.tif") for p in some.glob("*_naip.tif")
+    )
