@@ -11,7 +11,9 @@ with probability ``p``:
 - Gaussian sensor noise (per-patch standard deviation, uniform),
 - a Gaussian blur (haze, defocus, resampling), with probability ``blur_p``.
 
-Labels are never touched and no pixel moves: image and label stay aligned. Two entry points
+Labels are never touched and no pixel moves: image and label stay aligned. A pixel whose bands
+are all 0 is no data (:mod:`landcover.data.nodatafill` fills no-data so): it stays 0, as
+``predict`` sees it, so a patch at the edge of a flight does not train on a perturbed border. Two entry points
 share one draw and one pass: :func:`photometric_uint8` takes the uint8 batch training has
 (``(B, H, W, C)`` or ``(B, C, H, W)``) and maps every value through a per-(patch, band) lookup
 table of 256 floats (``clip(x / 255) ** gamma * gain + offset``: the gamma is paid on 256
@@ -214,7 +216,7 @@ class PhotometricDraw:
             if any(chosen[start:stop]):
                 chunk.pow_(gamma[start:stop]).mul_(gain[start:stop]).add_(offset[start:stop])
 
-        return self._run(fill, x.device, None, None)
+        return self._run(fill, x.device, None, None, source.amax(-1, keepdim=True) > 0)
 
     def apply_uint8(
         self,
@@ -262,7 +264,7 @@ class PhotometricDraw:
             part = table[start * c * 256 : stop * c * 256]
             torch.index_select(part, 0, index.view(-1), out=chunk.view(-1))
 
-        return self._run(fill, device, scale, shift)
+        return self._run(fill, device, scale, shift, source.amax(-1, keepdim=True) != 0)
 
     def _run(
         self,
@@ -270,6 +272,7 @@ class PhotometricDraw:
         device: torch.device,
         scale: torch.Tensor | None,
         shift: torch.Tensor | None,
+        valid: torch.Tensor,
     ) -> torch.Tensor:
         """The pass shared by :meth:`apply` and :meth:`apply_uint8` (:func:`.photopass.run_pass`).
 
@@ -279,11 +282,12 @@ class PhotometricDraw:
             device: The batch's device.
             scale: Optional ``(B, C)`` or ``(1, C)`` factor applied after the clamp.
             shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
+            valid: ``(B, H, W, 1)`` bool, the pixels with data (some band not 0).
 
         Returns:
             ``(B, C, H, W)`` float32, memory channels-last.
         """
-        return run_pass(self, fill, device, scale, shift, CPU_CHUNK)
+        return run_pass(self, fill, device, scale, shift, CPU_CHUNK, valid)
 
 
 def photometric(

@@ -125,6 +125,7 @@ def run_pass(
     scale: torch.Tensor | None,
     shift: torch.Tensor | None,
     cpu_chunk: int = 1,
+    valid: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """The pass shared by ``apply`` and ``apply_uint8``, chunk by chunk.
 
@@ -135,6 +136,8 @@ def run_pass(
         scale: Optional ``(B, C)`` or ``(1, C)`` factor applied after the clamp.
         shift: Optional ``(B, C)`` or ``(1, C)`` term subtracted after ``scale``.
         cpu_chunk: Patches processed together on the CPU (one chunk elsewhere).
+        valid: Optional ``(B, H, W, 1)`` bool: the pixels with data. The others (no data) are
+            0 before the standardisation, as an unperturbed no-data pixel is.
 
     Returns:
         ``(B, C, H, W)`` float32, memory channels-last.
@@ -191,6 +194,8 @@ def run_pass(
                 blur_hwc_(patches, kernels[idx], scratch)
                 out.index_copy_(0, idx, patches)
         chunk.clamp_(min=0.0, max=1.0)
+        if valid is not None:
+            chunk.mul_(valid[start:stop])
         if one_chunk:
             if scale is not None:
                 chunk.mul_(scale.float().view(-1, 1, 1, c))

@@ -147,6 +147,29 @@ def test_uint8_fast_path_equals_the_float_path(monkeypatch: pytest.MonkeyPatch) 
         torch.testing.assert_close(draw.apply_uint8(images), fast, atol=1e-6, rtol=0)
 
 
+def test_no_data_pixels_stay_zero_through_the_perturbation() -> None:
+    gen = torch.Generator().manual_seed(12)
+    images = torch.randint(1, 256, (6, 32, 40, 4), generator=gen, dtype=torch.uint8)
+    images[:, :, :13] = 0  # the edge of a flight: every band 0 (nodatafill's no-data)
+    images[2, 20:, 30:] = 0
+    images[3, 5:9, 20:, 1] = 0  # a band at 0 alone is data
+    x = images.permute(0, 3, 1, 2).float() * (1.0 / 255.0)
+    draw = PhotometricDraw.draw(x.shape, 1.0, gen, PhotometricRanges(blur_p=0.5), x.device)
+    nodata = (x == 0).all(1, keepdim=True).numpy()
+    expected = np.where(nodata, 0.0, _numpy_photometric(x.numpy().astype(np.float64), draw))
+    np.testing.assert_allclose(draw.apply(x).numpy(), expected, atol=2e-5)
+    scale, shift = torch.rand((6, 4), generator=gen) + 1, torch.rand((6, 4), generator=gen)
+    out = draw.apply_uint8(images, True, scale, shift).numpy()
+    standardised = expected * scale.numpy()[:, :, None, None] - shift.numpy()[:, :, None, None]
+    np.testing.assert_allclose(out, standardised, atol=1e-5)
+    # no data is what an unperturbed zero standardises to; the data around it is perturbed
+    mask = np.broadcast_to(nodata, out.shape)
+    zero = np.broadcast_to(-shift.numpy()[:, :, None, None], out.shape)
+    assert mask.mean() > 0.3 and (out[mask] == zero[mask]).all()
+    plain = x.numpy() * scale.numpy()[:, :, None, None] - shift.numpy()[:, :, None, None]
+    assert np.abs(out - plain)[~mask].mean() > 0.02
+
+
 def test_gaussian_kernels_are_normalised() -> None:
     k = gaussian_kernels(torch.tensor([0.5, 1.2]))
     assert k.shape == (2, 1, BLUR_KERNEL, BLUR_KERNEL)
