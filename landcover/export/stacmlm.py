@@ -147,6 +147,8 @@ def model_item(
         title="The model",
         media_type=MEDIA_TYPES[meta.runtime],
         roles=["mlm:model"],
+        # STAC 1.1 allows the item's bands only when an asset has them (MLM's examples)
+        extra_fields={"bands": [{"name": band} for band in meta.bands]},
     )
     item.add_asset("model", asset)
     AssetGeneralMLMExtension.ext(asset, add_if_missing=True).apply(

@@ -20,6 +20,7 @@ import jsonschema
 import numpy as np
 import onnx
 import pystac
+import pystac.validation
 import pytest
 import torch
 from mapagreement import PROB_TOLERANCE, assert_maps_agree, clear_pixels, read
@@ -154,6 +155,9 @@ def test_stac_item_validates_against_the_mlm_extensions_schema_offline(exported:
     validator = mlm_validator()
     errors = [error.message for error in validator.iter_errors(item)]
     assert not errors, errors[:5]
+    # STAC 1.1's core item schema (bundled by pystac): item-level bands need an asset's
+    pystac.validation.validate_dict(item, pystac.STACObjectType.ITEM, extensions=[])
+    assert item["assets"]["model"]["bands"] == item["properties"]["bands"]
     # and the schema is not a formality: an item without its input, or with a task the
     # extension does not know, fails it
     no_input = json.loads(json.dumps(item))
