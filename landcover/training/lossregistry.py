@@ -61,13 +61,17 @@ class FusedForm:
     """One module that computes a weighted sum of some terms in one pass.
 
     Attributes:
-        names: The terms it covers; it is used when every active term is one of them.
+        names: The terms it covers; it is used when every active term is one of them, each
+            still registered as the class it was fused from.
         build: Called as ``build(weights, num_classes, class_weights)`` with the active
             terms' weights by name; returns a module equal to their weighted sum.
+        classes: The class each covered term was registered as when the form was: a term
+            registered again (a plugin's own ``ce``) is computed by its own class.
     """
 
     names: frozenset[str]
     build: Callable[..., Any]
+    classes: Mapping[str, type]
 
 
 _LOSSES: dict[str, LossSpec] = {}
@@ -99,10 +103,14 @@ def register_fused(names: Collection[str], build: Callable[..., Any]) -> None:
     """Registers a fused form of a set of terms (see :class:`FusedForm`).
 
     Args:
-        names: The terms it covers.
+        names: The terms it covers (registered already: their classes are recorded).
         build: ``build(weights, num_classes, class_weights)`` returning the module.
+
+    Raises:
+        ConfigError: If a covered term is not registered.
     """
-    _FUSED.append(FusedForm(frozenset(names), build))
+    classes = {name: loss_spec(name).cls for name in names}
+    _FUSED.append(FusedForm(frozenset(names), build, classes))
 
 
 def unregister_loss(name: str) -> None:
@@ -165,6 +173,15 @@ def create_term(name: str, config: Any, num_classes: int, class_weights: Any = N
 
 
 def fused_form(names: Collection[str]) -> FusedForm | None:
-    """The first registered fused form that covers every one of ``names``, or ``None``."""
+    """The first fused form that covers every one of ``names`` as registered now, or ``None``."""
     active = frozenset(names)
-    return next((form for form in _FUSED if active and active <= form.names), None)
+    return next(
+        (
+            form
+            for form in _FUSED
+            if active
+            and active <= form.names
+            and all(_LOSSES[name].cls is form.classes[name] for name in active)
+        ),
+        None,
+    )

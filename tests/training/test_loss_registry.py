@@ -110,6 +110,27 @@ def test_a_registered_term_computes_what_it_says(toy: type[_SmoothCrossEntropy])
     assert float(loss(logits, target)) == pytest.approx(expected, rel=1e-5)
 
 
+def test_a_built_in_term_registered_again_is_computed_by_the_new_class() -> None:
+    gen = torch.Generator().manual_seed(6)
+    logits = torch.randn(2, 5, 8, 6, generator=gen) * 2
+    target = torch.randint(0, 5, (2, 8, 6), generator=gen)
+    terms = {"ce": 1.0, "dice": 1.0}  # the shipped configs' pair, which a fused form covers
+    dice = SegmentationLoss(LossConfig(terms={"ce": 0.0, "dice": 1.0}), 5)
+    built_in = next(spec for spec in loss_specs() if spec.name == "ce")
+    assert SegmentationLoss(LossConfig(terms=terms), 5).fused is not None
+    _SmoothCrossEntropy.calls = []
+    register_loss("ce", "cross-entropy, a plugin's own", class_weights=True)(_SmoothCrossEntropy)
+    try:
+        loss = SegmentationLoss(LossConfig(terms=terms), 5)
+        value = float(loss(logits, target))
+    finally:
+        register_loss("ce", built_in.summary, class_weights=True)(built_in.cls)
+    assert loss.fused is None and len(_SmoothCrossEntropy.calls) == 1
+    expected = _smooth_ce_numpy(logits.numpy(), target.numpy()) + float(dice(logits, target))
+    assert value == pytest.approx(expected, rel=1e-5)
+    assert SegmentationLoss(LossConfig(terms=terms), 5).fused is not None  # restored
+
+
 def test_training_uses_a_term_registered_by_name(
     toy: type[_SmoothCrossEntropy], tiny_data: Path, tiny_config: Path, tmp_path: Path
 ) -> None:
