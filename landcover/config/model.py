@@ -28,6 +28,18 @@ LIST_DECODER_ARCHITECTURES = ("unet", "unetplusplus", "manet")
 """Architectures whose decoder takes one width per encoder stage (``model.decoder_channels``)."""
 
 
+OWNED_OPTIONS = {
+    "activation": "the model gives logits (predict, evaluate and export apply the softmax)",
+    "aux_params": "the model gives one output, its logits (no auxiliary classification head)",
+    "encoder_name": "set model.encoder",
+    "encoder_weights": "set model.weights (a local file, or imagenet)",
+    "encoder_depth": "set model.encoder_depth",
+    "in_channels": "the bands come from data.bands",
+    "classes": "the classes come from data.classes",
+}
+"""smp's keyword arguments that ``arch_options`` may not set, and what sets them instead."""
+
+
 class ModelConfig(Section):
     """The segmentation model: a segmentation-models-pytorch architecture and encoder.
 
@@ -71,6 +83,15 @@ class ModelConfig(Section):
                 f"unknown architecture {value!r}; choose one of {', '.join(ARCHITECTURES)}"
             )
         return name
+
+    @field_validator("arch_options")
+    @classmethod
+    def _options_landcover_leaves(cls, value: dict[str, Any]) -> dict[str, Any]:
+        owned = sorted(set(value) & set(OWNED_OPTIONS))
+        if owned:
+            name = owned[0]
+            raise ValueError(f"{name} is not an option here: {OWNED_OPTIONS[name]}")
+        return value
 
     @property
     def uses_decoder_channels(self) -> bool:

@@ -6,7 +6,9 @@ weights (``model.weights``) are loaded by :mod:`landcover.models.weights`.
 
 from __future__ import annotations
 
+import difflib
 import inspect
+from collections.abc import Mapping
 from typing import Any
 
 import segmentation_models_pytorch as smp
@@ -14,6 +16,7 @@ import torch
 from torch import nn
 
 from landcover.config import ARCHITECTURES, ModelConfig
+from landcover.config.model import OWNED_OPTIONS
 from landcover.errors import ConfigError, first_line
 
 
@@ -45,8 +48,9 @@ def build_model(
         kwargs["encoder_depth"] = config.encoder_depth
     if config.uses_decoder_channels:
         kwargs["decoder_channels"] = tuple(config.decoder_channels)
-    kwargs.update(config.arch_options)
     where = f"model.arch {config.arch!r} with model.encoder {config.encoder!r}"
+    _check_options(config, parameters, where)
+    kwargs.update(config.arch_options)
     model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
     if "upsampling" in parameters and "upsampling" not in kwargs:
         # smp's head upsampling defaults assume one encoder depth (PSPNet 3, FPN 5): set it
@@ -57,6 +61,31 @@ def build_model(
             model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
     freeze_unused_parameters(model, in_channels, where, patch_size)
     return model
+
+
+def _check_options(
+    config: ModelConfig, parameters: Mapping[str, inspect.Parameter], where: str
+) -> None:
+    """Refuses an ``arch_options`` name the architecture does not take.
+
+    smp hands the names it does not know to the encoder: a timm (``tu-``) encoder takes
+    them, smp's own encoders drop them unsaid (a misspelt option trained the plain model).
+
+    Raises:
+        ConfigError: Naming the option, and the closest one the architecture takes.
+    """
+    if config.encoder.startswith("tu-"):
+        return
+    known = [
+        n
+        for n, p in parameters.items()
+        if n not in ("self", *OWNED_OPTIONS) and p.kind is p.POSITIONAL_OR_KEYWORD
+    ]
+    for name in config.arch_options:
+        if name not in known:
+            close = difflib.get_close_matches(name, known, 1)
+            hint = f"did you mean {close[0]}?" if close else f"it takes {', '.join(known)}"
+            raise ConfigError(f"model.arch_options.{name}: {where} has no such option; {hint}")
 
 
 def _create(

@@ -25,7 +25,7 @@ from landcover.inference.predict import predict_tile
 from landcover.models import build_model, load_initial_weights
 from landcover.training.launcher import train_main
 
-from conftest import TINY_CONFIG
+from conftest import TINY_CONFIG, assert_one_line_error, run_cli, train_args
 
 TRAINED = [arch for arch in ARCHITECTURES if arch != "dpt"]
 
@@ -121,3 +121,47 @@ def test_unknown_architecture_and_encoder_are_one_line_errors(tmp_path: Path) ->
     cfg = ModelConfig(arch="fpn", encoder="resnet9000")
     with pytest.raises(ConfigError, match=r"model\.arch 'fpn' with model\.encoder 'resnet9000'"):
         build_model(cfg, 4, 3, 64)
+
+
+def test_an_option_the_architecture_does_not_take_is_refused() -> None:
+    # smp's own encoders drop names they do not know: the misspelt option trained a plain U-Net
+    typo = ModelConfig(encoder="resnet18", arch_options={"decoder_attention_typ": "scse"})
+    with pytest.raises(
+        ConfigError, match=r"decoder_attention_typ: .*did you mean decoder_attention_type\?"
+    ):
+        build_model(typo, 4, 6)
+    spelt = ModelConfig(encoder="resnet18", arch_options={"decoder_attention_type": "scse"})
+    assert any("SCSE" in type(m).__name__ for m in build_model(spelt, 4, 6).modules())
+    deeplab = ModelConfig(
+        arch="deeplabv3plus", encoder="resnet18", arch_options={"encoder_output_stride": 8}
+    )
+    assert build_model(deeplab, 4, 6).encoder.output_stride == 8
+
+
+@pytest.mark.parametrize(
+    ("option", "says"),
+    [
+        ("activation", "the model gives logits"),
+        ("aux_params", "one output"),
+        ("classes", "data.classes"),
+    ],
+)
+def test_options_landcover_sets_itself_are_refused(option: str, says: str) -> None:
+    with pytest.raises(
+        ConfigError, match=f"model.arch_options: {option} is not an option here: .*{says}"
+    ):
+        load_config(None, None, [f"model.arch_options.{option}=softmax2d"])
+
+
+def test_train_refuses_a_misspelt_option_in_one_line(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    result = run_cli(
+        *train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1"),
+        *("--set", "model.arch_options.decoder_attention_typ=scse"),
+    )
+    assert_one_line_error(
+        result, "model.arch_options.decoder_attention_typ", "decoder_attention_type"
+    )
+    assert not list(run.rglob("*.pt"))
