@@ -277,6 +277,13 @@ def evaluate_command(
     overwrite: Annotated[
         bool, typer.Option(help="Replace the metrics of another model or other tiles in --out.")
     ] = False,
+    split: Annotated[
+        str | None,
+        typer.Option(
+            help="A manifest's rows to score: test, val, train or all (default: test when the "
+            "manifest names splits, else every row)."
+        ),
+    ] = None,
 ) -> None:
     """Metrics of a checkpoint on labelled tiles: metrics.json, confusion.csv, confusion.png.
 
@@ -300,4 +307,5 @@ def evaluate_command(
         parse_tta(tta),
         resolution,
         overwrite,
+        split,
     )

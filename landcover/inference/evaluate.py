@@ -314,6 +314,7 @@ def run_evaluate(
     tta: tuple[str, ...] = ("identity",),
     resolution: str = "train",
     overwrite: bool = False,
+    split: str | None = None,
 ) -> dict[str, Any]:
     """Runs ``landcover evaluate`` and prints the table.
 
@@ -328,21 +329,19 @@ def run_evaluate(
         tta: Test-time augmentation transforms (see :mod:`landcover.inference.tta`).
         resolution: Pixel size the model sees: ``train``, ``native`` or metres.
         overwrite: Replace the metrics of another model or of other tiles in ``out``.
+        split: A manifest's rows to score (:func:`~landcover.inference.evalpairs.evaluation_pairs`).
 
     Returns:
         The metrics.
     """
-    from landcover.data.pairs import discover_pairs, read_manifest
+    from landcover.inference.evalpairs import evaluation_pairs
     from landcover.inference.runner import load_model
     from landcover.logs import setup_logging
     from landcover.parallel.env import DistEnv
 
     setup_logging(DistEnv(), None)
     im = load_model(checkpoint, device)  # a checkpoint, or an exported .onnx model
-    if data.endswith(".csv"):
-        pairs = [pair for pair, _ in read_manifest(data)]
-    else:
-        pairs = discover_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix)
+    pairs = evaluation_pairs(data, im.config.data.image_suffix, im.config.data.label_suffix, split)
     check_evaluation_folder(out, im.checkpoint, [pair.name for pair in pairs], overwrite)
     metrics = evaluate_pairs(pairs, im, out, overlap, batch_size, window, tta, resolution)
     print_metrics_table(metrics)

@@ -227,3 +227,54 @@ def test_another_models_metrics_are_not_replaced_unasked(
     assert sorted(t["tile"] for t in metrics["tiles"]) == sorted(
         p.name.removesuffix("_naip.tif") for p in some.glob("*_naip.tif")
     )
+
+
+def test_a_manifest_with_splits_is_scored_on_its_test_rows(
+    checkpoint: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    images = sorted(tiny_data.glob("*_naip.tif"))
+    splits = ["train"] * 5 + ["val", "test", "test"]
+    manifest = tmp_path / "manifest.csv"
+    rows = [
+        f"{i},{str(i).replace('_naip', '_lc')},{s}" for i, s in zip(images, splits, strict=True)
+    ]
+    manifest.write_text("image,label,split\n" + "\n".join(rows) + "\n")
+    names = [i.name.removesuffix(".tif") for i in images]
+
+    def scored(*extra: str) -> list[str]:
+        out = tmp_path / "-".join(("eval", *extra))
+        result = run_cli(
+            "evaluate",
+            "--checkpoint",
+            str(checkpoint),
+            "--data",
+            str(manifest),
+            "--out",
+            str(out),
+            *extra,
+        )
+        assert result.returncode == 0, result.stderr
+        return sorted(t["tile"] for t in json.loads((out / "metrics.json").read_text())["tiles"])
+
+    assert scored() == names[6:]  # the test rows, not the rows the model trained on
+    assert scored("--split", "val") == names[5:6]
+    assert scored("--split", "all") == names
+
+    no_test = tmp_path / "no_test.csv"
+    no_test.write_text("\n".join(manifest.read_text().splitlines()[:7]) + "\n")
+    result = run_cli(
+        "evaluate",
+        "--checkpoint",
+        str(checkpoint),
+        "--data",
+        str(no_test),
+        "--out",
+        str(tmp_path / "x"),
+    )
+    assert_one_line_error(result, "no test row among its 6 rows", "--split val, train or all")
+    result = run_cli(
+        "evaluate", "--checkpoint", str(checkpoint), "--data", str(tiny_data), "--out", str(tmp_path / "y"),
+        "--split", "test",
+    )  # fmt: skip
+    assert_one_line_error(result, "--split picks a manifest's rows")
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
