@@ -50,8 +50,15 @@ class AreaOfInterest:
         return tuple(self.shape.bounds)  # type: ignore[return-value]
 
     def feature_collection(self) -> dict[str, Any]:
-        """The area as a one-feature GeoJSON FeatureCollection (``aoi.geojson``)."""
-        feature = {"type": "Feature", "properties": {"source": self.source}}
+        """The area as a one-feature GeoJSON FeatureCollection (``aoi.geojson``).
+
+        Its ``source`` property is the file's name (redacted), not where it lies: the job's
+        folder travels (STAC, the viewer) and a host path or a URL's query would go with it.
+        """
+        from landcover import storage
+        from landcover.redaction import redact
+
+        feature = {"type": "Feature", "properties": {"source": storage.name(redact(self.source))}}
         return {"type": "FeatureCollection", "features": [{**feature, "geometry": self.geometry}]}
 
 

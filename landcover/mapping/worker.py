@@ -51,6 +51,7 @@ from landcover.mapping.tileoutcome import (
 )
 from landcover.mapping.tiles import TileEntry
 from landcover.parallel.env import DistEnv
+from landcover.redaction import redact
 from landcover.storage import signing
 from landcover.threads import core_share, gdal_threads
 from landcover.wording import counted
@@ -189,7 +190,7 @@ def _write_outputs(
     files = write_summary(records, mapping, out, job, inside)
     files += write_mosaics(records, out, mapping, ctx.options.prob_dtype)
     properties = {
-        "landcover:checkpoint": ctx.im.checkpoint,
+        "landcover:checkpoint": storage.name(redact(ctx.im.checkpoint)),  # its name, as a tag
         "landcover:epoch": ctx.im.epoch,
         "landcover:model_sha256": ctx.fingerprint.model_sha256,
         "landcover:fingerprint": ctx.fingerprint.digest,

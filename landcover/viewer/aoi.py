@@ -28,4 +28,6 @@ def read_aoi(path: Path) -> dict[str, Any] | None:
     """
     if not path.is_file():
         return None
-    return {"type": "FeatureCollection", "features": read_geojson(path)}
+    # the browser gets the outline, not the properties (an older job's held a host path)
+    features = [{**f, "properties": {}} for f in read_geojson(path)]
+    return {"type": "FeatureCollection", "features": features}

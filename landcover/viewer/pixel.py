@@ -12,9 +12,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import rasterio
+from rasterio.errors import CRSError, RasterioError
 from rasterio.warp import transform
 from rasterio.windows import Window
 
+from landcover.errors import DataError
+from landcover.inference.writing import error_reason
 from landcover.viewer.job import MapTile, ViewerJob
 
 
@@ -55,13 +58,20 @@ class PixelReport:
 
 
 def _read_pixel(path: str, lon: float, lat: float) -> tuple[int, int, list[float]] | None:
-    """Row, column and every band's value of the pixel under a point, or ``None`` if outside."""
-    with rasterio.open(path) as ds:
-        xs, ys = transform("EPSG:4326", ds.crs, [lon], [lat])
-        row, col = ds.index(xs[0], ys[0])
-        if not (0 <= row < ds.height and 0 <= col < ds.width):
-            return None
-        values = ds.read(window=Window(col, row, 1, 1))[:, 0, 0]
+    """Row, column and every band's value of the pixel under a point, or ``None`` if outside.
+
+    Raises:
+        DataError: If the map cannot be read, naming it (GDAL's "Read failed" names nothing).
+    """
+    try:
+        with rasterio.open(path) as ds:
+            xs, ys = transform("EPSG:4326", ds.crs, [lon], [lat])
+            row, col = ds.index(xs[0], ys[0])
+            if not (0 <= row < ds.height and 0 <= col < ds.width):
+                return None
+            values = ds.read(window=Window(col, row, 1, 1))[:, 0, 0]
+    except (RasterioError, CRSError, OSError) as exc:
+        raise DataError(f"{path}: {error_reason(exc)}") from None
     return int(row), int(col), [float(v) for v in values]
 
 

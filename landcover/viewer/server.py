@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import mimetypes
+import os
 import re
 import socket
 import sys
@@ -37,6 +38,7 @@ from dataclasses import asdict
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlparse
 
@@ -83,6 +85,24 @@ def tile_address(zxy: list[str]) -> tuple[int, int, int] | None:
     if z > MAX_ZOOM or x >= 2**z or y >= 2**z:
         return None
     return z, x, y
+
+
+_HOST_PATH = re.compile(r"(?:/[^/\s:'\"]+)+/([^/\s:'\"]+)")
+
+
+def names_only(reason: str, folder: Path) -> str:
+    """A failure's text with every absolute path cut to its file's name.
+
+    Args:
+        reason: The text (redacted).
+        folder: The job's folder (cut first: its path may hold spaces).
+
+    Returns:
+        The text the browser gets: ``a_class.tif: No such file or directory``.
+    """
+    for root in {str(folder.resolve()), str(folder.absolute())}:
+        reason = reason.replace(root + os.sep, "")
+    return _HOST_PATH.sub(r"\1", reason)
 
 
 def job_document(job: ViewerJob) -> dict[str, Any]:
@@ -193,7 +213,7 @@ class ViewerHandler(BaseHTTPRequestHandler):
             self.route()
         except ConnectionError as exc:  # the client went away: no one to answer
             log.debug("view: %s: %s", self.path, exc)
-        except (RasterioError, OSError) as exc:
+        except (RasterioError, OSError, DataError) as exc:  # a file, named
             self.failed(first_line(exc))
         except Exception as exc:  # a bug, or a file the job did not write so: one line
             self.failed(first_line(exc, typed=True))
@@ -202,13 +222,14 @@ class ViewerHandler(BaseHTTPRequestHandler):
         """Logs a request that failed in one line and answers it 500 (if the client is there).
 
         Args:
-            reason: The failure in one line; redacted before it is sent (a blob read with a
-                token may name its signed URL).
+            reason: The failure in one line (logged as it is). The browser gets it as
+                ``{"error": ...}``, redacted (a blob read with a token may name its signed
+                URL) and with the files named by their names alone (:func:`names_only`).
         """
         log.warning("view: %s: %s", self.path, reason)
         with suppress(OSError):
-            body = redact(reason).encode()
-            self.send(body, "text/plain", HTTPStatus.INTERNAL_SERVER_ERROR)
+            body = json.dumps({"error": names_only(redact(reason), self.server.job.folder)})
+            self.send(body.encode(), "application/json", HTTPStatus.INTERNAL_SERVER_ERROR)
 
     def route(self) -> None:
         """Answers a GET by its path (see the module)."""

@@ -132,6 +132,9 @@ def test_hectares_inside_the_area_count_each_place_once_and_hold_on_a_rerun(
 
     written = json.loads((out / "aoi.geojson").read_text())
     assert written == json.loads(json.dumps(read_area(area).feature_collection()))
+    assert written["features"][0]["properties"] == {"source": area.name}  # not where it lay
+    for item in json.loads((out / "stac_items.json").read_text())["features"]:
+        assert item["properties"]["landcover:checkpoint"] == quick_checkpoint.name
     assert not [p for p in out.iterdir() if p.name.startswith(".")]  # no temporary left
 
     # a rerun skips every tile and counts the same

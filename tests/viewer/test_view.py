@@ -363,3 +363,29 @@ def test_without_readable_imagery_the_page_opens_on_the_class_map_alone(
             assert not any("/tiles/truecolor/" in u for u in page.requests)
         finally:
             page.close()
+
+
+def test_an_unreadable_map_is_said_in_the_page_without_host_paths(
+    browser, job: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "job with a cut map"
+    shutil.copytree(job, folder)
+    prob_map = folder / "synth_001_naip_prob.tif"
+    prob_map.write_bytes(prob_map.read_bytes()[: prob_map.stat().st_size // 2])  # cut short
+    class_map = folder / "synth_001_naip_class.tif"
+    pixels, _ = centres_inside(class_map, 0)
+    lons, lats = lonlat_of(class_map, pixels[-1:])
+    for viewer in serve(folder):
+        with urlopen(f"{viewer.url}api/aoi") as reply:  # the outline, not where it was read
+            assert str(tmp_path) not in reply.read().decode()
+        page = Page(browser, viewer)
+        try:
+            page.go_to(lons[0], lats[0], ZOOM)
+            ((x, y),) = page.screen(lons, lats)
+            page.page.mouse.click(x, y)
+            page.page.wait_for_function("landcoverView.clicks === 1")
+            said = page.page.text_content("#pixel .error")
+        finally:
+            page.close()
+    assert said.startswith("cannot read this pixel: synth_001_naip_prob.tif: ")
+    assert "cut short" in said and str(tmp_path) not in said

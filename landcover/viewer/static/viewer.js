@@ -84,6 +84,12 @@
     }
   }
 
+  function showFailure(reason) {
+    const box = document.getElementById("pixel");
+    box.replaceChildren(el("p", { class: "error" }, `cannot read this pixel: ${reason}`));
+    box.removeAttribute("data-value");
+  }
+
   function showPixel(report, classes) {
     const box = document.getElementById("pixel");
     box.replaceChildren();
@@ -169,7 +175,9 @@
     map.on("click", async (event) => {
       const { lat, lng } = event.latlng;
       const reply = await fetch(`/api/pixel?lon=${lng}&lat=${lat}`);
-      showPixel(await reply.json(), job.classes);
+      const answer = await reply.json();
+      if (reply.ok) showPixel(answer, job.classes);
+      else showFailure(answer.error || `error ${reply.status}`);
       state.clicks = (state.clicks || 0) + 1;
     });
     state.interactiveMs = performance.now();
