@@ -39,6 +39,8 @@ class InferenceModel:
         epoch: Epochs the model was trained for.
         pixel_size_m: The pixel size in metres the model was trained at; ``None`` when the
             checkpoint does not record it (older checkpoints).
+        exported_from: An exported model's card's ``weights_sha256`` (the weights it was
+            exported from, as a checkpoint's maps name them); ``None`` for a checkpoint.
     """
 
     model: nn.Module
@@ -49,6 +51,7 @@ class InferenceModel:
     checkpoint: str
     epoch: int
     pixel_size_m: float | None = None
+    exported_from: str | None = None
 
     @property
     def mapping(self) -> ClassMapping:

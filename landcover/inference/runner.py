@@ -35,8 +35,9 @@ CUDA_PROVIDER = "CUDAExecutionProvider"
 class OnnxRunner(nn.Module):
     """An ONNX model run by ONNX Runtime, called as a torch module.
 
-    Its one buffer, ``onnx_sha256``, is the model file's sha256, so predict's fingerprint of
-    the weights (:func:`~landcover.mapping.outputs.weights_sha256`) names the file.
+    Its one buffer, ``onnx_sha256``, is the model file's sha256 (a state dict that differs
+    from file to file); the maps name the weights the file was exported from
+    (:attr:`~landcover.inference.loader.InferenceModel.exported_from`).
 
     Args:
         session: The ONNX Runtime session.
@@ -146,6 +147,7 @@ def load_onnx_model(path: str | Path, device: str = "auto") -> InferenceModel:
         checkpoint=str(path),
         epoch=meta.epoch,
         pixel_size_m=meta.pixel_size_m,
+        exported_from=meta.weights_sha256,
     )
 
 

@@ -182,7 +182,10 @@ def make_fingerprint(im: Any, options: Any) -> Fingerprint:
         "std": list(data.std),
         "classes": data.classes.names,
     }
-    return Fingerprint(weights_sha256(im.model), model, pixel_options)
+    exported = getattr(im, "exported_from", None)
+    if exported is not None:  # the weights the card names; ONNX Runtime's maps differ a little
+        model["runtime"] = "onnx"
+    return Fingerprint(exported or weights_sha256(im.model), model, pixel_options)
 
 
 def acquisition(tile: str) -> Acquired | None:

@@ -11,6 +11,7 @@ probabilities differ by more than 1/255, and the float32 probabilities within
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import shutil
@@ -22,6 +23,7 @@ import onnx
 import pystac
 import pystac.validation
 import pytest
+import rasterio
 import torch
 from mapagreement import PROB_TOLERANCE, assert_maps_agree, clear_pixels, read
 from pystac.extensions.mlm import AssetGeneralMLMExtension, MLMExtension, ValueScaling
@@ -214,6 +216,29 @@ def test_onnx_model_maps_the_region_as_the_checkpoint(maps: tuple[Path, Path]) -
         "done": 3, "skipped": 0, "failed": 0, "not_run": 0
     }  # fmt: skip
     assert (onnx_out / "stac_items.json").is_file() and (onnx_out / "mosaic_class.vrt").is_file()
+
+
+def test_maps_of_the_model_name_the_weights_its_card_names(
+    maps: tuple[Path, Path], exported: Path, per_tile_checkpoint: Path
+) -> None:
+    card = json.loads((exported / "model.json").read_text())
+    # the checkpoint's weights hashed here, independently: name, dtype, shape and bytes
+    state = load_checkpoint(per_tile_checkpoint).model
+    digest = hashlib.sha256()
+    for name, tensor in sorted(state.items()):
+        flat = tensor.contiguous().reshape(-1)
+        digest.update(f"{name}|{flat.dtype}|{tuple(tensor.shape)}|".encode())
+        digest.update(flat.view(torch.uint8).numpy().tobytes())
+    assert card["weights_sha256"] == digest.hexdigest()
+    tags = {}
+    for out in maps:
+        with rasterio.open(next(out.glob("*_class.tif"))) as ds:
+            tags[out.name] = ds.tags()
+        items = json.loads((out / "stac_items.json").read_text())["features"]
+        assert {i["properties"]["landcover:model_sha256"] for i in items} == {digest.hexdigest()}
+    assert tags["checkpoint"]["MODEL_SHA256"] == tags["onnx"]["MODEL_SHA256"] == digest.hexdigest()
+    # one model, two runtimes: a job resumed with the other one maps its tiles again
+    assert tags["checkpoint"]["LANDCOVER_FINGERPRINT"] != tags["onnx"]["LANDCOVER_FINGERPRINT"]
 
 
 def test_evaluate_with_the_model_scores_as_the_checkpoint(
