@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from landcover.config import AUTO, ClassWeightScheme, LossConfig
+from landcover.errors import ConfigError
 from landcover.training import lossterms  # noqa: F401  (registers the built-in terms)
 from landcover.training.lossregistry import LossSpec as LossSpec
 from landcover.training.lossregistry import check_terms as check_terms
@@ -151,7 +152,9 @@ def build_terms(config: LossConfig, num_classes: int) -> dict[str, tuple[float, 
     Raises:
         ValueError: If ``class_weights`` does not have one value per class, or is still
             ``auto`` (the trainer resolves it to numbers first).
-        ConfigError: If a term is not registered (one line listing those that are).
+        ConfigError: If a term is not registered (one line listing those that are), cannot
+            be made as ``cls(config, num_classes, class_weights)``, or does not give a scalar
+            on a tiny batch (checked once, here; not when a fused form computes the terms).
     """
     check_terms(config.terms)
     weights = _class_weights(config, num_classes)
@@ -181,6 +184,8 @@ class SegmentationLoss(nn.Module):
         self.losses = nn.ModuleDict({name: module for name, (_, module) in built.items()})
         # terms with a registered fused form (CE and/or Dice) in one pass: fewer kernels
         form = fused_form(built)
+        if form is None:
+            self._check_terms(num_classes)
         self.fused = (
             None
             if form is None
@@ -203,6 +208,23 @@ class SegmentationLoss(nn.Module):
         """
         scores = logits.float()
         return {term.name: self.losses[term.name](scores, target) for term in self.terms}
+
+    def _check_terms(self, num_classes: int) -> None:
+        """Each term on a tiny batch gives a scalar (a plugin's term may not): one line if not.
+
+        Raises:
+            ConfigError: Naming the term and what it gave.
+        """
+        logits = torch.zeros(1, num_classes, 8, 8)
+        target = torch.zeros(1, 8, 8, dtype=torch.long)
+        with torch.no_grad():
+            for name, value in self.components(logits, target).items():
+                if not isinstance(value, torch.Tensor) or value.dim() != 0:
+                    gave = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value)
+                    raise ConfigError(
+                        f"optim.loss.terms.{name}: the term gave {gave}, not a scalar tensor "
+                        "(a term maps (B, K, H, W) logits and (B, H, W) targets to one value)"
+                    )
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         """Computes the loss.

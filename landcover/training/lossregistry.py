@@ -90,7 +90,13 @@ def register_loss(
 
     Returns:
         The decorator; it returns the class unchanged.
+
+    Raises:
+        ValueError: If the name is not a plain key (lower-case letters, digits and ``_``,
+            as ``--set optim.loss.terms.NAME=1`` takes it).
     """
+    if not name or not all(c.isascii() and (c.islower() or c.isdigit() or c == "_") for c in name):
+        raise ValueError(f"loss name {name!r}: use lower-case letters, digits and _")
 
     def register(cls: type) -> type:
         _LOSSES[name] = LossSpec(name, cls, summary, class_weights)
@@ -166,10 +172,16 @@ def create_term(name: str, config: Any, num_classes: int, class_weights: Any = N
         The term's module.
 
     Raises:
-        ConfigError: If ``name`` is not registered.
+        ConfigError: If ``name`` is not registered, or its class cannot be made so.
     """
     spec = loss_spec(name)
-    return spec.cls(config, num_classes, class_weights if spec.class_weights else None)
+    try:
+        return spec.cls(config, num_classes, class_weights if spec.class_weights else None)
+    except TypeError as exc:  # a plugin's __init__ of another signature
+        raise ConfigError(
+            f"optim.loss.terms.{name}: {spec.cls.__qualname__} cannot be made ({exc}); a term "
+            "is made as cls(loss_config, num_classes, class_weights)"
+        ) from None
 
 
 def fused_form(names: Collection[str]) -> FusedForm | None:

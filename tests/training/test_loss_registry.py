@@ -18,6 +18,7 @@ from torch import nn
 
 from landcover.classes import IGNORE_INDEX
 from landcover.config import LossConfig, load_config
+from landcover.errors import ConfigError
 from landcover.training.losses import (
     SegmentationLoss,
     loss_names,
@@ -43,8 +44,9 @@ class _SmoothCrossEntropy(nn.Module):
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
         loss = F.cross_entropy(logits, target, ignore_index=IGNORE_INDEX, label_smoothing=SMOOTHING)
-        kept = (logits.detach().float().numpy(), target.numpy())
-        self.calls.append((float(loss.detach()), *kept))
+        if torch.is_grad_enabled():  # not the loss's check of its terms at construction
+            kept = (logits.detach().float().numpy(), target.numpy())
+            self.calls.append((float(loss.detach()), *kept))
         return loss
 
 
@@ -122,7 +124,8 @@ def test_a_built_in_term_registered_again_is_computed_by_the_new_class() -> None
     register_loss("ce", "cross-entropy, a plugin's own", class_weights=True)(_SmoothCrossEntropy)
     try:
         loss = SegmentationLoss(LossConfig(terms=terms), 5)
-        value = float(loss(logits, target))
+        with torch.enable_grad():
+            value = float(loss(logits, target))
     finally:
         register_loss("ce", built_in.summary, class_weights=True)(built_in.cls)
     assert loss.fused is None and len(_SmoothCrossEntropy.calls) == 1
@@ -163,3 +166,48 @@ def test_an_unknown_term_is_one_line_naming_the_registered_ones(
     line = assert_one_line_error(result, "optim.loss.terms: unknown loss 'dise'")
     assert line.endswith("registered: " + ", ".join(loss_names()))
     assert not run.exists()  # refused before anything is written
+
+
+class _PerPixel(nn.Module):
+    """A term that forgets to reduce: (B, H, W) instead of a scalar."""
+
+    def __init__(self, config: LossConfig, num_classes: int, class_weights: object) -> None:
+        super().__init__()
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(logits, target, reduction="none")
+
+
+class _TwoArguments(nn.Module):
+    """A term whose __init__ takes another signature."""
+
+    def __init__(self, config: LossConfig, num_classes: int) -> None:
+        super().__init__()
+
+
+def test_a_plugin_term_that_breaks_the_contract_is_one_line(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(ValueError, match="lower-case letters, digits and _"):
+        register_loss("Bad Name", "a name --set cannot take")(_PerPixel)
+    register_loss("per_pixel", "forgets to reduce")(_PerPixel)
+    register_loss("two_arguments", "another signature")(_TwoArguments)
+    try:
+        with pytest.raises(
+            ConfigError, match=r"optim.loss.terms.two_arguments: _TwoArguments cannot be made"
+        ):
+            SegmentationLoss(LossConfig(terms={"ce": 1.0, "two_arguments": 1.0}), 4)
+        with pytest.raises(
+            ConfigError, match=r"terms.per_pixel: the term gave \(1, 8, 8\), not a scalar"
+        ):
+            SegmentationLoss(LossConfig(terms={"ce": 1.0, "per_pixel": 1.0}), 4)
+        run = tmp_path / "run"
+        result = run_cli(
+            *train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1"),
+            *("--set", "optim.loss.terms.per_pixel=1"),
+        )
+        assert_one_line_error(result, "optim.loss.terms.per_pixel", "not a scalar")
+        assert not list(run.rglob("*.pt"))
+    finally:
+        unregister_loss("per_pixel")
+        unregister_loss("two_arguments")
