@@ -7,6 +7,8 @@ traceback.
 
 from __future__ import annotations
 
+import re
+
 
 def first_line(exc: BaseException, limit: int | None = None, typed: bool = False) -> str:
     """The first line of an exception's message: what a one-line error says about it.
@@ -84,3 +86,30 @@ class OutputError(LandcoverError):
 
 class DiskFullError(OutputError):
     """The output folder's file system (or the user's quota) has no room for the outputs."""
+
+
+def error_reason(exc: BaseException) -> str:
+    """The first line of the innermost useful message of a chained GDAL / OS error.
+
+    Args:
+        exc: The exception (rasterio chains GDAL's own message as the cause).
+
+    Returns:
+        One line.
+    """
+    messages = []
+    current: BaseException | None = exc
+    while current is not None:
+        messages.append(first_line(current))
+        current = current.__cause__ or current.__context__
+    useful = [m for m in messages if "See previous exception" not in m]
+    reason = _UNKNOWN_PLACE.sub(",", (useful or messages)[-1])  # libtiff's -1 as unsigned
+    short = _SHORT_READ.search(reason)
+    if (short and int(short.group(1)) < int(short.group(2))) or _CANNOT_READ.search(reason):
+        reason += ": the file is cut short (truncated) or corrupt"
+    return reason
+
+
+_UNKNOWN_PLACE = re.compile(r" at row 4294967295, col 4294967295,")
+_SHORT_READ = re.compile(r"got (\d+) bytes, expected (\d+)")  # libtiff's
+_CANNOT_READ = re.compile(r"Cannot read \d+ bytes at offset \d+")  # GDAL's

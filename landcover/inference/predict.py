@@ -30,7 +30,7 @@ from landcover.data.maskfile import download_mask_file
 from landcover.data.nodatafill import zero_nodata
 from landcover.data.raster import checked_image, open_raster
 from landcover.data.resolution import describe_pixel_size, on_grid
-from landcover.errors import DataError
+from landcover.errors import DataError, error_reason
 from landcover.inference.ahead import GDAL_CACHE_MB, TileDecoder
 from landcover.inference.encode import EncodedStrip, encode_strip
 from landcover.inference.georef import no_crs_note
@@ -46,7 +46,7 @@ from landcover.inference.sliding import SlidingWindowPredictor, resolve_geometry
 from landcover.inference.tileread import TileSource
 from landcover.inference.tta import parse_tta
 from landcover.inference.writers import MapWriter
-from landcover.inference.writing import error_reason, scratch_folder
+from landcover.inference.writing import scratch_folder
 from landcover.models import compile_check, compile_model
 from landcover.parallel.devices import autocast
 from landcover.progress import RowProgress

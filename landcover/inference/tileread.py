@@ -30,8 +30,7 @@ from rasterio.windows import Window
 
 from landcover.data.normalize import TileStats, array_band_stats, dataset_band_stats
 from landcover.data.raster import has_nodata, nodata_mask
-from landcover.errors import DataError
-from landcover.inference.writing import error_reason
+from landcover.errors import DataError, error_reason
 from landcover.threads import gdal_threads
 
 IN_MEMORY_BYTES = 2 << 30

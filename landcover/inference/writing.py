@@ -7,7 +7,6 @@ read-only output folder, or a failing GDAL write, ends as one line naming the ma
 
 from __future__ import annotations
 
-import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -18,7 +17,7 @@ from rasterio._err import CPLE_BaseError
 from rasterio.errors import RasterioError
 
 from landcover.diskerrors import OutputError, output_errors
-from landcover.errors import DataError, first_line
+from landcover.errors import DataError, error_reason
 from landcover.fileio import SCRATCH_PREFIX
 from landcover.gdalnoise import quiet_gdal
 
@@ -47,33 +46,6 @@ def write_errors(label: str, folder: Path | None = None) -> Iterator[None]:
         raise
     except (RasterioError, CPLE_BaseError, OSError) as exc:
         raise DataError(f"{label}: writing the maps failed ({error_reason(exc)})") from None
-
-
-def error_reason(exc: BaseException) -> str:
-    """The first line of the innermost useful message of a chained GDAL / OS error.
-
-    Args:
-        exc: The exception (rasterio chains GDAL's own message as the cause).
-
-    Returns:
-        One line.
-    """
-    messages = []
-    current: BaseException | None = exc
-    while current is not None:
-        messages.append(first_line(current))
-        current = current.__cause__ or current.__context__
-    useful = [m for m in messages if "See previous exception" not in m]
-    reason = _UNKNOWN_PLACE.sub(",", (useful or messages)[-1])  # libtiff's -1 as unsigned
-    short = _SHORT_READ.search(reason)
-    if (short and int(short.group(1)) < int(short.group(2))) or _CANNOT_READ.search(reason):
-        reason += ": the file is cut short (truncated) or corrupt"
-    return reason
-
-
-_UNKNOWN_PLACE = re.compile(r" at row 4294967295, col 4294967295,")
-_SHORT_READ = re.compile(r"got (\d+) bytes, expected (\d+)")  # libtiff's
-_CANNOT_READ = re.compile(r"Cannot read \d+ bytes at offset \d+")  # GDAL's
 
 
 @contextmanager

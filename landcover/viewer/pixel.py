@@ -16,8 +16,7 @@ from rasterio.errors import CRSError, RasterioError
 from rasterio.warp import transform
 from rasterio.windows import Window
 
-from landcover.errors import DataError
-from landcover.inference.writing import error_reason
+from landcover.errors import DataError, error_reason
 from landcover.viewer.job import MapTile, ViewerJob
 
 
