@@ -177,12 +177,14 @@ def main() -> None:
     """
     from landcover.allocator import tune_allocator
     from landcover.diskerrors import uncaught_output_error
+    from landcover.plugins import load_plugins
     from landcover.threads import passive_openmp
 
     passive_openmp()  # before anything imports torch (see landcover.threads)
     redaction.install()
     tune_allocator()
     try:
+        load_plugins()  # what they register is there for every command (and its workers)
         run_app(app)  # a usage error of any command: one error: line, exit 2
     except LandcoverError as exc:
         print(f"error: {redaction.redact(str(exc))}", file=sys.stderr)

@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 from landcover.diskerrors import uncaught_output_error
 from landcover.errors import LandcoverError, PeerFailureError, first_line
 from landcover.parallel.sigint import accept_sigint
+from landcover.plugins import load_plugins
 from landcover.redaction import install as install_redaction
 from landcover.redaction import redact
 
@@ -92,6 +93,7 @@ def run_guarded(fn: Callable[..., Any], *args: Any) -> Any:
     install_redaction()
     try:
         accept_sigint()  # blocked while the worker started (landcover.parallel.sigint)
+        load_plugins()  # a spawned process imports only what the function needs
         return fn(*args)
     except LandcoverError as exc:
         _report_and_exit(exc)

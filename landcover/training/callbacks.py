@@ -4,8 +4,8 @@ The trainer (:class:`~landcover.training.trainer.Trainer`) calls each hook of ev
 in order, at the same points of every run; a logger is a :class:`Callback` that overrides the
 hooks it needs (the rest do nothing). The run folder's own loggers (``metrics.jsonl``,
 TensorBoard, ``curves.png``, the unlearned-class check, progress lines, MLflow) are built by
-:func:`~landcover.training.loggers.run_callbacks`, on rank 0 only; adding a logger is adding a
-callback there.
+:func:`~landcover.training.loggers.run_callbacks`, on rank 0 only, followed by those a plugin
+registered (:func:`register_callback`; :mod:`landcover.plugins` loads it in every worker).
 
 Hooks, in the order a run calls them::
 
@@ -22,8 +22,8 @@ A run with nothing left to train (``--epochs`` already reached) calls none of th
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from landcover.errors import first_line
 
@@ -32,8 +32,60 @@ if TYPE_CHECKING:
 
     from landcover.config import Config
     from landcover.training.records import EpochRecord
+    from landcover.training.runfolder import RunFolder
 
 log = logging.getLogger("landcover")
+
+CallbackFactory = Callable[["Config", "RunFolder"], "Callback | None"]
+"""Makes a registered callback for a run: a :class:`Callback` subclass, or a function that may
+return ``None`` (not for this run)."""
+
+_REGISTERED: dict[str, CallbackFactory] = {}
+_F = TypeVar("_F", bound=CallbackFactory)
+
+
+def register_callback(name: str) -> Callable[[_F], _F]:
+    """A decorator that adds a callback to every training run of the process (rank 0).
+
+    The decorated class (or function) is called as ``factory(config, folder)`` with the run's
+    effective configuration and :class:`~landcover.training.runfolder.RunFolder` when training
+    starts; its callback runs after the run folder's own loggers. Registering a name again
+    replaces it.
+
+    Args:
+        name: The callback's name (in the log line that lists them).
+
+    Returns:
+        The decorator; it returns the factory unchanged.
+    """
+
+    def register(factory: _F) -> _F:
+        _REGISTERED[name] = factory
+        return factory
+
+    return register
+
+
+def unregister_callback(name: str) -> None:
+    """Removes a registered callback (for tests that register one)."""
+    _REGISTERED.pop(name, None)
+
+
+def registered_callbacks(config: Config, folder: RunFolder) -> list[Callback]:
+    """The registered callbacks made for a run (those whose factory returns one).
+
+    Args:
+        config: The run's effective configuration.
+        folder: The run folder.
+
+    Returns:
+        The callbacks, in registration order.
+    """
+    made = ((name, factory(config, folder)) for name, factory in _REGISTERED.items())
+    callbacks = [(name, callback) for name, callback in made if callback is not None]
+    if callbacks:
+        log.info("plugin callbacks: %s", ", ".join(name for name, _ in callbacks))
+    return [callback for _, callback in callbacks]
 
 
 class Callback:

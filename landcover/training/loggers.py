@@ -11,7 +11,7 @@ nothing. A new logger is a :class:`~landcover.training.callbacks.Callback` added
 from __future__ import annotations
 
 from landcover.config import Config
-from landcover.training.callbacks import Callback
+from landcover.training.callbacks import Callback, registered_callbacks
 from landcover.training.curves import CurvesPlot
 from landcover.training.health import HealthCheck
 from landcover.training.mlflow_log import MlflowLog, mlflow_enabled
@@ -49,4 +49,4 @@ def run_callbacks(
     ]
     if mlflow_enabled(config.run):
         callbacks.append(MlflowLog(folder))
-    return callbacks
+    return callbacks + registered_callbacks(config, folder)
