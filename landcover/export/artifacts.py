@@ -153,3 +153,35 @@ def check_model(
             f"it was traced at (off by {worst:.3g}, logits up to {scale:.3g}): a size is fixed "
             "inside the model"
         )
+
+
+CARD_KEY = "landcover:model.json"
+"""The ONNX metadata key of the model card (``model.json`` without the file's own size and hash)."""
+
+
+def embed_card(path: Path, card: str, classes: list[str], description: str) -> None:
+    """Writes the model card into an ONNX file's ``metadata_props``, and its description.
+
+    A client given the ``.onnx`` alone (ONNX Runtime's ``get_modelmeta()``, a GIS plugin)
+    then has the classes, bands, normalisation and pixel size. The graph is not changed.
+
+    Args:
+        path: The ONNX file, rewritten in place (before its hash is taken).
+        card: ``model.json``'s text, its ``model_sha256`` and ``model_bytes`` empty (they
+            describe this very file).
+        classes: The class names, by output channel (``class_names``, as GIS plugins read
+            them: ``{"0": "water", ...}``).
+        description: One line for the model's ``doc_string``.
+    """
+    import json
+
+    import onnx
+
+    model = onnx.load(str(path))
+    del model.metadata_props[:]
+    names = json.dumps({str(i): name for i, name in enumerate(classes)})
+    for key, value in ((CARD_KEY, card), ("class_names", names)):
+        entry = model.metadata_props.add()
+        entry.key, entry.value = key, value
+    model.doc_string = description
+    onnx.save(model, str(path))

@@ -35,7 +35,7 @@ import torch
 from landcover import storage
 from landcover.diskerrors import check_output_folder
 from landcover.errors import ConfigError
-from landcover.export.artifacts import OPSET, write_model
+from landcover.export.artifacts import OPSET, embed_card, write_model
 from landcover.export.describe import describe_model
 from landcover.export.stacmlm import model_item
 from landcover.fileio import atomic_write_text
@@ -101,6 +101,10 @@ def export_model(checkpoint: str, fmt: str, out: str) -> Exported:
     try:
         file = scratch / meta.model_file
         write_model(im.model, fmt, im.bands, im.config.data.patch_size, file, where)
+        if opset:  # the card inside the file too, for a client given the .onnx alone
+            names = [c.name for c in meta.classes]
+            card = redact(meta.to_json())  # as every record we write
+            embed_card(file, card, names, f"landcover {meta.architecture} land-cover model")
         meta = replace(meta, model_sha256=file_sha256(file), model_bytes=file.stat().st_size)
         atomic_write_text(scratch / METADATA_NAME, meta.to_json())  # redacted, as every record
         parameters = sum(p.numel() for p in im.model.parameters())

@@ -131,6 +131,22 @@ def test_export_writes_the_model_its_metadata_and_a_stac_item(
     assert dims[1].dim_value == len(meta["bands"])
 
 
+def test_the_onnx_file_carries_its_card_for_a_client_given_it_alone(exported: Path) -> None:
+    import onnxruntime
+
+    session = onnxruntime.InferenceSession(
+        str(exported / "model.onnx"), providers=["CPUExecutionProvider"]
+    )
+    inside = session.get_modelmeta().custom_metadata_map
+    card = json.loads((exported / "model.json").read_text())
+    embedded = json.loads(inside["landcover:model.json"])
+    # the card, but for the size and hash of the very file it is inside
+    assert embedded == {**card, "model_sha256": None, "model_bytes": None}
+    names = [c["name"] for c in card["classes"]]
+    assert json.loads(inside["class_names"]) == {str(i): n for i, n in enumerate(names)}
+    assert session.get_modelmeta().description.startswith("landcover ")
+
+
 SCHEMAS = Path(__file__).parent / "schemas"  # copied from the extensions' repositories
 EXTENSIONS = "https://stac-extensions.github.io"
 MLM_SCHEMA = f"{EXTENSIONS}/mlm/v1.4.0/schema.json"
