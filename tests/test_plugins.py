@@ -11,6 +11,15 @@ import json
 import textwrap
 from pathlib import Path
 
+import pytest
+import rasterio
+
+from landcover.archregistry import register_architecture, unregister_architecture
+from landcover.checkpoint import load_checkpoint
+from landcover.config import ModelConfig
+from landcover.errors import ConfigError
+from landcover.models import build_model
+
 from conftest import assert_one_line_error, run_cli, train_args
 
 PLUGIN = """
@@ -113,3 +122,77 @@ def test_a_plugin_that_fails_to_load_is_one_line(tmp_path: Path) -> None:
     env = {"PYTHONPATH": str(broken), "LANDCOVER_PLUGINS": "badplug"}
     result = run_cli("data", "--help", env=env)
     assert_one_line_error(result, "plugin badplug", "RuntimeError: needs a licence key")
+
+
+ARCH_PLUGIN = """
+from torch import nn
+
+from landcover.archregistry import register_architecture
+
+
+@register_architecture("tiny_fcn")
+def build(config, in_channels, num_classes):
+    width = int(config.arch_options.get("width", 8))
+    return nn.Sequential(
+        nn.Conv2d(in_channels, width, 3, padding=1),
+        nn.BatchNorm2d(width),
+        nn.ReLU(),
+        nn.Conv2d(width, num_classes, 1),
+    )
+"""
+
+
+def test_a_registered_architecture_trains_predicts_and_exports(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    folder = tmp_path / "plugins"
+    folder.mkdir()
+    (folder / "tinyarch.py").write_text(textwrap.dedent(ARCH_PLUGIN))
+    env = {"PYTHONPATH": str(folder), "LANDCOVER_PLUGINS": "tinyarch"}
+    run = tmp_path / "run"
+    result = run_cli(
+        *train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "2"),
+        *("--samples-per-epoch", "8", "--set", "model.arch=tiny_fcn"),
+        *("--set", "model.arch_options.width=6"),
+        env=env,
+    )
+    assert result.returncode == 0, result.stderr
+    checkpoint = run / "checkpoints" / "last.pt"
+    state = load_checkpoint(checkpoint)
+    assert state.config["model"]["arch"] == "tinyfcn"
+    assert state.model["0.weight"].shape == (6, 4, 3, 3)  # the builder's, with its option
+    tile = str(tiny_data / "synth_000_naip.tif")
+    maps = tmp_path / "maps"
+    result = run_cli("predict", tile, "-k", str(checkpoint), "--out", str(maps), env=env)
+    assert result.returncode == 0, result.stderr
+    result = run_cli("export", str(checkpoint), "--out", str(tmp_path / "model"), env=env)
+    assert result.returncode == 0, result.stderr
+    card = json.loads((tmp_path / "model" / "model.json").read_text())
+    assert card["architecture"] == "tinyfcn"
+    onnx_maps = tmp_path / "onnx_maps"
+    model = str(tmp_path / "model" / "model.onnx")
+    result = run_cli("predict", tile, "--model", model, "--out", str(onnx_maps), env=env)
+    assert result.returncode == 0, result.stderr
+    with (
+        rasterio.open(maps / "synth_000_naip_class.tif") as a,
+        rasterio.open(onnx_maps / "synth_000_naip_class.tif") as b,
+    ):
+        assert (a.read(1) == b.read(1)).mean() > 0.999
+    # without the plugin the name is unknown, and the line lists what is known
+    result = run_cli("predict", tile, "-k", str(checkpoint), "--out", str(tmp_path / "x"), env={})
+    assert_one_line_error(result, "unknown architecture 'tinyfcn'", "unet")
+
+
+def test_a_registered_name_must_be_plain_and_not_smps() -> None:
+    with pytest.raises(ValueError, match="is smp's"):
+        register_architecture("U-Net")
+    with pytest.raises(ValueError, match="letters and digits"):
+        register_architecture("my net!")
+    register_architecture("broken_net")(lambda config, bands, classes: 1 / 0)
+    try:
+        with pytest.raises(
+            ConfigError, match=r"'brokennet' \(registered\): its builder failed: ZeroDivisionError"
+        ):
+            build_model(ModelConfig(arch="broken_net"), 4, 6)
+    finally:
+        unregister_architecture("broken_net")

@@ -6,23 +6,8 @@ from typing import Any
 
 from pydantic import Field, field_validator, model_validator
 
+from landcover.archregistry import ARCHITECTURES, arch_key, registered_architectures
 from landcover.config.base import Section
-
-ARCHITECTURES = {
-    "unet": "Unet",
-    "unetplusplus": "UnetPlusPlus",
-    "fpn": "FPN",
-    "pspnet": "PSPNet",
-    "deeplabv3": "DeepLabV3",
-    "deeplabv3plus": "DeepLabV3Plus",
-    "linknet": "Linknet",
-    "manet": "MAnet",
-    "pan": "PAN",
-    "upernet": "UPerNet",
-    "segformer": "Segformer",
-    "dpt": "DPT",
-}
-"""segmentation-models-pytorch architectures by lower-case name (``model.arch``)."""
 
 LIST_DECODER_ARCHITECTURES = ("unet", "unetplusplus", "manet")
 """Architectures whose decoder takes one width per encoder stage (``model.decoder_channels``)."""
@@ -77,11 +62,10 @@ class ModelConfig(Section):
     @field_validator("arch", mode="before")
     @classmethod
     def _known_arch(cls, value: Any) -> str:
-        name = str(value).lower().replace("_", "").replace("-", "")
-        if name not in ARCHITECTURES:
-            raise ValueError(
-                f"unknown architecture {value!r}; choose one of {', '.join(ARCHITECTURES)}"
-            )
+        name = arch_key(value)
+        if name not in ARCHITECTURES and name not in registered_architectures():
+            known = [*ARCHITECTURES, *registered_architectures()]
+            raise ValueError(f"unknown architecture {value!r}; choose one of {', '.join(known)}")
         return name
 
     @field_validator("arch_options")

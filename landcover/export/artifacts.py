@@ -30,18 +30,22 @@ TOLERANCE = 1e-3
 the logits' largest magnitude (float32 kernels differ in the last bits: about 1e-6 here)."""
 
 
-def dynamic_shapes() -> dict[str, dict[int, object]]:
-    """The exported input's dynamic axes: batch, and the sides in steps of the multiple."""
+def dynamic_shapes() -> tuple[dict[int, object]]:
+    """The exported input's dynamic axes: batch, and the sides in steps of the multiple.
+
+    Given by position, not by the forward's argument name (smp's ``x``, a ``Sequential``'s
+    ``input``: a registered architecture may name it anything).
+    """
     from torch.export import Dim
 
     side = MAX_WINDOW // SIDE_MULTIPLE
-    return {
-        "x": {
+    return (
+        {
             0: Dim("batch", min=1),
             2: SIDE_MULTIPLE * Dim("height", min=1, max=side),
             3: SIDE_MULTIPLE * Dim("width", min=1, max=side),
-        }
-    }
+        },
+    )
 
 
 def write_model(model: nn.Module, fmt: str, bands: int, patch: int, path: Path, where: str) -> None:

@@ -77,7 +77,11 @@ def describe_model(
         patch_size=data.patch_size,
         pixel_size_m=im.pixel_size_m,
         epoch=im.epoch,
-        architecture=f"{ARCHITECTURES[model.arch]}/{model.encoder}",
+        architecture=(
+            f"{ARCHITECTURES[model.arch]}/{model.encoder}"
+            if model.arch in ARCHITECTURES
+            else model.arch  # a registered architecture (landcover.archregistry)
+        ),
         weights_sha256=weights_sha256(im.model),
         source_checkpoint=redact(storage.name(im.checkpoint)),  # the item's id too
         exporter=f"torch {torch.__version__} ({'torch.onnx, dynamo' if opset else 'torch.export'})",

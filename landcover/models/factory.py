@@ -15,9 +15,11 @@ import segmentation_models_pytorch as smp
 import torch
 from torch import nn
 
+from landcover.archregistry import Builder, registered_builder
 from landcover.config import ARCHITECTURES, ModelConfig
 from landcover.config.model import OWNED_OPTIONS
 from landcover.errors import ConfigError, first_line
+from landcover.models.pretrained import IMAGENET
 
 
 def build_model(
@@ -41,6 +43,9 @@ def build_model(
         ConfigError: An encoder, option or combination smp refuses, or a model whose output
             is not the size of its input.
     """
+    custom = registered_builder(config.arch)
+    if custom is not None:
+        return _build_registered(custom, config, in_channels, num_classes, patch_size)
     name = ARCHITECTURES[config.arch]
     parameters = inspect.signature(getattr(smp, name).__init__).parameters
     kwargs: dict[str, Any] = {}
@@ -59,6 +64,28 @@ def build_model(
         if side != patch_size:
             kwargs["upsampling"] = parameters["upsampling"].default * patch_size / side
             model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
+    freeze_unused_parameters(model, in_channels, where, patch_size)
+    return model
+
+
+def _build_registered(
+    build: Builder, config: ModelConfig, in_channels: int, num_classes: int, patch_size: int
+) -> nn.Module:
+    """A registered architecture's model (:mod:`landcover.archregistry`), checked as smp's are.
+
+    Raises:
+        ConfigError: If the builder fails, returns no module, or its logits are not the
+            input's size (one line naming the architecture).
+    """
+    where = f"model.arch {config.arch!r} (registered)"
+    if config.weights == IMAGENET:
+        raise ConfigError(f"{where}: model.weights imagenet is smp's encoders'; use a file")
+    try:
+        model = build(config, in_channels, num_classes)
+    except Exception as exc:  # a plugin's builder may raise anything
+        raise ConfigError(f"{where}: its builder failed: {first_line(exc, typed=True)}") from None
+    if not isinstance(model, nn.Module):
+        raise ConfigError(f"{where}: its builder gave {type(model).__name__}, not a torch module")
     freeze_unused_parameters(model, in_channels, where, patch_size)
     return model
 
