@@ -222,7 +222,10 @@ def tile_row(
         mine = inside.of(record.tile)
         row["aoi_pixels"] = sum(mine.pixels) if mine else 0
         row["aoi_ha"] = round(mine.hectares, 4) if mine else 0
-    row["class_map"] = record.outputs.class_map if record.has_maps and record.outputs else ""
+    # the file's name: the maps lie beside this CSV (the folder's path, as typed, is not
+    # where a reader of the CSV resolves it from, and the folder moves)
+    has = record.has_maps and record.outputs
+    row["class_map"] = storage.name(record.outputs.class_map) if has else ""
     row["error"] = record.error or ""
     return row
 

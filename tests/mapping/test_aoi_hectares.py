@@ -127,6 +127,10 @@ def test_hectares_inside_the_area_count_each_place_once_and_hold_on_a_rerun(
     assert {k: int(rows[k]["aoi_pixels"]) for k in per_tile} == per_tile
     assert all(per_tile.values())  # each tile counts some ground of its own
     assert rows["geo"]["status"] == "done" and rows["geo"]["aoi_pixels"] == "0"
+    for row in tiles:  # beside the CSV, whatever folder the command ran in
+        if row["status"] == "done":
+            expected = Path(row["tile"]).name.removesuffix(".tif") + "_class.tif"
+            assert row["class_map"] == expected and (out / expected).is_file()
     last = result.stderr.strip().splitlines()[-1]
     assert f"inside {area}:" in last and f"({pixels.sum() / 1e4:,.1f} ha in all)" in last
 
