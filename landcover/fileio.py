@@ -132,7 +132,12 @@ def remove_stale_temporaries(folder: str | Path) -> list[Path]:
     return stale
 
 
-def move_set_in(scratch: Path, out: Path, replaced: list[Path]) -> None:
+INCOMPLETE_MARKER = ".landcover-prepare-incomplete"
+"""The file that marks a data folder whose set ``data prepare`` or ``data synth`` is writing or
+replacing (every reader of a data folder refuses it: :func:`landcover.data.pairs.discover_pairs`)."""
+
+
+def move_set_in(scratch: Path, out: Path, replaced: list[Path], why: str | None = None) -> None:
     """Moves a finished set's files from a scratch folder into ``out``, replacing a set.
 
     Then the replaced set's files that no new file took the place of are removed.
@@ -142,7 +147,12 @@ def move_set_in(scratch: Path, out: Path, replaced: list[Path]) -> None:
             each file is one rename).
         out: The destination folder.
         replaced: The earlier set's files in ``out``.
+        why: With it, ``out`` holds :data:`INCOMPLETE_MARKER` (this text) while its files
+            change, so no reader takes a mix of the two sets (after a Ctrl-C too).
     """
+    marker = out / INCOMPLETE_MARKER
+    if why is not None:
+        marker.write_text(why + "\n")
     moved = set()
     for path in sorted(scratch.rglob("*")):
         if path.is_file():
@@ -153,3 +163,5 @@ def move_set_in(scratch: Path, out: Path, replaced: list[Path]) -> None:
     for path in replaced:
         if path not in moved:
             path.unlink(missing_ok=True)
+    if why is not None:
+        marker.unlink()

@@ -31,10 +31,7 @@ from pathlib import Path
 
 from landcover.diskerrors import output_errors
 from landcover.errors import DataError
-from landcover.fileio import SCRATCH_PREFIX, move_set_in
-
-INCOMPLETE_MARKER = ".landcover-prepare-incomplete"
-"""The file that marks a data folder ``data prepare`` has not finished writing."""
+from landcover.fileio import INCOMPLETE_MARKER, SCRATCH_PREFIX, move_set_in
 
 
 def incomplete_message(folder: str) -> str:
@@ -47,8 +44,8 @@ def incomplete_message(folder: str) -> str:
         The message.
     """
     return (
-        f"{folder}: 'landcover data prepare' did not finish writing this folder (it holds "
-        f"{INCOMPLETE_MARKER}): run the prepare again to complete it"
+        f"{folder}: 'landcover data prepare' (or 'data synth --overwrite') did not finish "
+        f"writing this folder (it holds {INCOMPLETE_MARKER}): run it again to complete it"
     )
 
 
@@ -173,7 +170,4 @@ def _replace_set(scratch: Path, out: Path, replaced: list[Path]) -> None:
     ``out`` is marked unfinished while its files change: a reader never takes a mix, and a
     rerun (the marker found) replaces whatever set is there.
     """
-    marker = out / INCOMPLETE_MARKER
-    marker.write_text("landcover data prepare is replacing this folder's tile pairs\n")
-    move_set_in(scratch, out, replaced)
-    marker.unlink()
+    move_set_in(scratch, out, replaced, "landcover data prepare is replacing this folder's pairs")

@@ -3,8 +3,10 @@
 ``landcover data synth OUT --overwrite`` replaces the ``{prefix}_*`` pairs (or the shifted
 world) already in ``OUT``. The new set is written into a scratch folder inside ``OUT`` first
 (hidden: no folder listing takes it for data); only once it is complete are its files moved
-into place (one rename each) and the earlier set's files it did not replace removed. A failure
-or Ctrl-C while the tiles are drawn leaves the earlier set as it was.
+into place (one rename each) and the earlier set's files it did not replace removed, the folder
+marked unfinished meanwhile (:data:`~landcover.fileio.INCOMPLETE_MARKER`: no reader takes a mix
+of the two sets; a rerun completes it). A failure or Ctrl-C while the tiles are drawn leaves
+the earlier set as it was.
 """
 
 from __future__ import annotations
@@ -37,6 +39,6 @@ def replacing(out: Path, earlier: list[Path]) -> Iterator[Path]:
     scratch.mkdir()
     try:
         yield scratch
-        move_set_in(scratch, out, earlier)
+        move_set_in(scratch, out, earlier, "landcover data synth is replacing this folder's set")
     finally:
         shutil.rmtree(scratch, ignore_errors=True)

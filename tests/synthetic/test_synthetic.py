@@ -196,3 +196,39 @@ def test_an_overwrite_stopped_while_it_draws_keeps_the_earlier_set(tmp_path: Pat
     _, stderr = interrupt_when(proc, drawing)  # one tile of the new set drawn
     assert proc.returncode == 130, stderr
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # whole, no scratch left
+
+
+def test_an_overwrite_stopped_while_it_moves_marks_the_folder_until_a_rerun(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C between two of the new set's renames leaves a mix of the two sets: the folder
+    is marked, every reader refuses it, and the same command again completes it."""
+    import landcover.fileio
+    from landcover.data.pairs import discover_pairs
+    from landcover.errors import DataError
+    from landcover.synthetic.replacing import replacing
+
+    out = tmp_path / "d"
+    assert run_cli("data", "synth", str(out), "--tiles", "2", "--size", "64").returncode == 0
+    earlier = sorted(out.glob("synth_*"))
+    renames = []
+    real = landcover.fileio.os.replace
+
+    def stop_at_the_second(source: object, target: object) -> None:
+        if len(renames) == 1:
+            raise KeyboardInterrupt
+        renames.append(target)
+        real(source, target)
+
+    monkeypatch.setattr(landcover.fileio.os, "replace", stop_at_the_second)
+    with pytest.raises(KeyboardInterrupt), replacing(out, earlier) as scratch:
+        for path in earlier:
+            (scratch / path.name).write_bytes(b"new")
+    monkeypatch.undo()
+    assert len(renames) == 1 and (out / ".landcover-prepare-incomplete").is_file()
+    with pytest.raises(DataError, match="did not finish writing this folder"):
+        discover_pairs(str(out), "_naip.tif", "_lc.tif")
+    again = run_cli("data", "synth", str(out), "--tiles", "2", "--size", "64", "--overwrite")
+    assert again.returncode == 0, again.stderr
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in earlier)
+    assert len(discover_pairs(str(out), "_naip.tif", "_lc.tif")) == 2
