@@ -13,12 +13,13 @@ from pathlib import Path
 
 import pytest
 import rasterio
+import torch
 
 from landcover.archregistry import register_architecture, unregister_architecture
 from landcover.checkpoint import load_checkpoint
 from landcover.config import ModelConfig
-from landcover.errors import ConfigError
-from landcover.models import build_model
+from landcover.errors import CheckpointError, ConfigError
+from landcover.models import build_model, load_initial_weights
 
 from conftest import assert_one_line_error, run_cli, train_args
 
@@ -196,3 +197,30 @@ def test_a_registered_name_must_be_plain_and_not_smps() -> None:
             build_model(ModelConfig(arch="broken_net"), 4, 6)
     finally:
         unregister_architecture("broken_net")
+
+
+def test_a_registered_architecture_takes_its_own_whole_weights_file(tmp_path: Path) -> None:
+    def build(config: ModelConfig, bands: int, classes: int) -> torch.nn.Module:
+        return torch.nn.Sequential(
+            torch.nn.Conv2d(bands, 4, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(4, classes, 1)
+        )
+
+    register_architecture("small_net")(build)
+    try:
+        trained = build_model(ModelConfig(arch="small_net"), 4, 6)
+        path = tmp_path / "w.pt"
+        torch.save(
+            {"state_dict": {f"module.{k}": v for k, v in trained.state_dict().items()}}, path
+        )
+        config = ModelConfig(arch="small_net", weights=str(path))
+        fresh = build_model(config, 4, 6)
+        loaded = load_initial_weights(fresh, config, 4)
+        assert loaded.tensors == 4 and not loaded.encoder_only
+        for key, value in trained.state_dict().items():
+            assert torch.equal(fresh.state_dict()[key], value), key
+        with pytest.raises(
+            CheckpointError, match=r"do not fit the registered model: size mismatch for 2\.weight"
+        ):
+            load_initial_weights(build_model(config, 4, 7), config, 4)
+    finally:
+        unregister_architecture("small_net")

@@ -100,6 +100,8 @@ def load_initial_weights(model: nn.Module, config: ModelConfig, in_channels: int
         )
     path = config.weights
     state, wrapper = read_state_dict(path)
+    if not hasattr(model, "encoder"):  # a registered architecture: its own keys, all of them
+        return _load_whole(model, state, path, wrapper)
     try:
         fitted = fit_state_dict(state, model, config.encoder)
     except KeyMismatchError as exc:
@@ -120,6 +122,24 @@ def load_initial_weights(model: nn.Module, config: ModelConfig, in_channels: int
         dropped_head=fitted.dropped_head,
         unused=fitted.unused,
     )
+
+
+def _load_whole(
+    model: nn.Module, state: dict[str, torch.Tensor], path: str, wrapper: str
+) -> LoadedWeights:
+    """Loads a whole-model state dict into a model that is not smp's (strict, DDP's prefix off).
+
+    Raises:
+        CheckpointError: If its keys or shapes are not the model's (one line).
+    """
+    if state and all(key.startswith("module.") for key in state):
+        state = {key.removeprefix("module."): value for key, value in state.items()}
+    try:
+        model.load_state_dict(state)
+    except RuntimeError as exc:
+        why = str(exc).splitlines()[1].strip() if "\n" in str(exc) else str(exc)
+        raise CheckpointError(f"{path}: weights do not fit the registered model: {why}") from None
+    return LoadedWeights(path, wrapper or "whole model", len(state), encoder_only=False)
 
 
 def read_state_dict(path: str) -> tuple[dict[str, torch.Tensor], str]:
