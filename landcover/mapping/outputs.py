@@ -114,20 +114,32 @@ class Fingerprint:
     """What makes a tile's maps what they are.
 
     Attributes:
-        model_sha256: sha256 of the model's weights.
+        model_sha256: sha256 of the model's weights as loaded: a checkpoint's weights, or an
+            exported model's file (through its runner's state), so the two runtimes' maps
+            have other digests.
         model: The preprocessing the checkpoint applies (bands, normalisation, classes).
         options: The pixel-changing prediction options, resolved.
+        exported_from: An exported model's card's ``weights_sha256``: what the maps name as
+            their weights (``MODEL_SHA256``, the STAC items); not in the digest, so jobs
+            mapped before it was recorded stay complete.
     """
 
     model_sha256: str
     model: dict[str, Any]
     options: dict[str, Any]
+    exported_from: str | None = None
 
     @property
     def digest(self) -> str:
-        """A sha256 of all of it (hex, 32 characters)."""
-        text = json.dumps(asdict(self), sort_keys=True)
+        """A sha256 of the weights, preprocessing and options (hex, 32 characters)."""
+        record = {"model_sha256": self.model_sha256, "model": self.model, "options": self.options}
+        text = json.dumps(record, sort_keys=True)
         return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+    @property
+    def weights_sha256(self) -> str:
+        """The weights the maps name: the checkpoint's, also for an export of it."""
+        return self.exported_from or self.model_sha256
 
     def check(self, grid: Grid, num_classes: int, prob_dtype: str | None) -> TileCheck:
         """What a tile's files must match to be complete for this fingerprint.
@@ -146,7 +158,7 @@ class Fingerprint:
         """The metadata tags written into the maps."""
         return {
             FINGERPRINT_TAG: self.digest,
-            MODEL_TAG: self.model_sha256,
+            MODEL_TAG: self.weights_sha256,
             OPTIONS_TAG: json.dumps(self.options, sort_keys=True),
         }
 
@@ -183,9 +195,7 @@ def make_fingerprint(im: Any, options: Any) -> Fingerprint:
         "classes": data.classes.names,
     }
     exported = getattr(im, "exported_from", None)
-    if exported is not None:  # the weights the card names; ONNX Runtime's maps differ a little
-        model["runtime"] = "onnx"
-    return Fingerprint(exported or weights_sha256(im.model), model, pixel_options)
+    return Fingerprint(weights_sha256(im.model), model, pixel_options, exported)
 
 
 def acquisition(tile: str) -> Acquired | None:

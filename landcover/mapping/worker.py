@@ -192,7 +192,7 @@ def _write_outputs(
     properties = {
         "landcover:checkpoint": storage.name(redact(ctx.im.checkpoint)),  # its name, as a tag
         "landcover:epoch": ctx.im.epoch,
-        "landcover:model_sha256": ctx.fingerprint.model_sha256,
+        "landcover:model_sha256": ctx.fingerprint.weights_sha256,
         "landcover:fingerprint": ctx.fingerprint.digest,
     }
     files += write_item_collection(records, out, mapping, ctx.options.prob_dtype, properties)
@@ -281,7 +281,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
                 counted(len(entries), "tile"),
                 counted(env.world_size, "worker"),
                 out,
-                fingerprint.model_sha256[:16],
+                fingerprint.weights_sha256[:16],
                 fingerprint.digest[:16],
             )
             _clean_stale(out)
@@ -306,7 +306,7 @@ def job_worker(spec: JobSpec) -> JobOutcome:
             job = {
                 "checkpoint": spec.checkpoint,
                 "epoch": im.epoch,
-                "model_sha256": fingerprint.model_sha256,
+                "model_sha256": fingerprint.weights_sha256,
                 "fingerprint": fingerprint.digest,
                 "options": fingerprint.options,
                 "probabilities": spec.options.probs,
