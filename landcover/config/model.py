@@ -68,14 +68,18 @@ class ModelConfig(Section):
             raise ValueError(f"unknown architecture {value!r}; choose one of {', '.join(known)}")
         return name
 
-    @field_validator("arch_options")
-    @classmethod
-    def _options_landcover_leaves(cls, value: dict[str, Any]) -> dict[str, Any]:
-        owned = sorted(set(value) & set(OWNED_OPTIONS))
+    @model_validator(mode="after")
+    def _options_landcover_leaves(self) -> ModelConfig:
+        """Refuses smp keywords landcover sets itself (a registered architecture reads its own)."""
+        if self.arch not in ARCHITECTURES:
+            return self
+        owned = sorted(
+            k for k, v in self.arch_options.items() if k in OWNED_OPTIONS and v is not None
+        )
         if owned:
             name = owned[0]
-            raise ValueError(f"{name} is not an option here: {OWNED_OPTIONS[name]}")
-        return value
+            raise ValueError(f"arch_options.{name} is not an option here: {OWNED_OPTIONS[name]}")
+        return self
 
     @property
     def uses_decoder_channels(self) -> bool:

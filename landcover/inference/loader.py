@@ -99,6 +99,7 @@ def load_inference_model(
         len(config.data.bands),
         config.data.classes.num_classes,
         config.data.patch_size,
+        strict=False,  # an option a model trained before the check had: warned, not refused
     )
     try:
         model.load_state_dict(state.model)

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import difflib
 import inspect
-from collections.abc import Mapping
+import logging
+import re
 from typing import Any
 
 import segmentation_models_pytorch as smp
@@ -21,9 +22,15 @@ from landcover.config.model import OWNED_OPTIONS
 from landcover.errors import ConfigError, first_line
 from landcover.models.pretrained import IMAGENET
 
+log = logging.getLogger("landcover")
+
 
 def build_model(
-    config: ModelConfig, in_channels: int, num_classes: int, patch_size: int = 64
+    config: ModelConfig,
+    in_channels: int,
+    num_classes: int,
+    patch_size: int = 64,
+    strict: bool = True,
 ) -> nn.Module:
     """Builds the segmentation model through ``smp.create_model``.
 
@@ -33,6 +40,8 @@ def build_model(
         num_classes: Number of output classes.
         patch_size: The training patch size: the model is checked on an input this large
             (some architectures, e.g. PAN, need more than 64 px; DPT's ViT a fixed size).
+        strict: Refuse an ``arch_options`` name the architecture does not take (training);
+            else warn (a checkpoint trained before the check: the name did nothing then).
 
     Returns:
         The smp model producing ``(B, num_classes, H, W)`` logits for ``(B, bands, H, W)``
@@ -54,7 +63,7 @@ def build_model(
     if config.uses_decoder_channels:
         kwargs["decoder_channels"] = tuple(config.decoder_channels)
     where = f"model.arch {config.arch!r} with model.encoder {config.encoder!r}"
-    _check_options(config, parameters, where)
+    _check_options(config, getattr(smp, name), where, strict)
     kwargs.update(config.arch_options)
     model = _create(name, config.encoder, in_channels, num_classes, kwargs, where)
     if "upsampling" in parameters and "upsampling" not in kwargs:
@@ -90,29 +99,34 @@ def _build_registered(
     return model
 
 
-def _check_options(
-    config: ModelConfig, parameters: Mapping[str, inspect.Parameter], where: str
-) -> None:
-    """Refuses an ``arch_options`` name the architecture does not take.
+def _check_options(config: ModelConfig, cls: type, where: str, strict: bool) -> None:
+    """Refuses (or warns of) an ``arch_options`` name the architecture does not take.
 
     smp hands the names it does not know to the encoder: a timm (``tu-``) encoder takes
     them, smp's own encoders drop them unsaid (a misspelt option trained the plain model).
+    The architecture takes its ``__init__``'s parameters and the older names it still reads
+    from its keyword arguments (``decoder_use_batchnorm``, read from its source).
 
     Raises:
         ConfigError: Naming the option, and the closest one the architecture takes.
     """
     if config.encoder.startswith("tu-"):
         return
-    known = [
-        n
-        for n, p in parameters.items()
-        if n not in ("self", *OWNED_OPTIONS) and p.kind is p.POSITIONAL_OR_KEYWORD
-    ]
+    parameters = inspect.signature(cls.__init__).parameters
+    taken = [n for n, p in parameters.items() if n != "self" and p.kind is p.POSITIONAL_OR_KEYWORD]
+    known = [n for n in taken if n not in OWNED_OPTIONS]  # those to suggest
+    try:
+        older = re.findall(r"kwargs\.pop\(\s*[\"'](\w+)[\"']", inspect.getsource(cls.__init__))
+    except (OSError, TypeError):  # no source (a frozen install): take any name
+        return
     for name in config.arch_options:
-        if name not in known:
+        if name not in taken and name not in older:
             close = difflib.get_close_matches(name, known, 1)
             hint = f"did you mean {close[0]}?" if close else f"it takes {', '.join(known)}"
-            raise ConfigError(f"model.arch_options.{name}: {where} has no such option; {hint}")
+            message = f"model.arch_options.{name}: {where} has no such option; {hint}"
+            if strict:
+                raise ConfigError(message)
+            log.warning("%s (ignored, as when the model was trained)", message)
 
 
 def _create(

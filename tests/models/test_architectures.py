@@ -138,6 +138,18 @@ def test_an_option_the_architecture_does_not_take_is_refused() -> None:
     assert build_model(deeplab, 4, 6).encoder.output_stride == 8
 
 
+def test_options_smp_still_reads_and_empty_owned_ones_are_taken(tmp_path: Path) -> None:
+    # smp 0.6 reads its older names from **kwargs: they change the model
+    older = ModelConfig(encoder="resnet18", arch_options={"decoder_use_batchnorm": False})
+    assert not any(
+        isinstance(m, torch.nn.BatchNorm2d) for m in build_model(older, 4, 6).decoder.modules()
+    )
+    build_model(ModelConfig(encoder="resnet18", arch_options={"activation": None}), 4, 6)
+    # a model trained with a misspelt option before the check: loaded, with a warning
+    typo = ModelConfig(encoder="resnet18", arch_options={"decoder_attention_typ": "scse"})
+    assert build_model(typo, 4, 6, strict=False) is not None
+
+
 @pytest.mark.parametrize(
     ("option", "says"),
     [
@@ -147,9 +159,7 @@ def test_an_option_the_architecture_does_not_take_is_refused() -> None:
     ],
 )
 def test_options_landcover_sets_itself_are_refused(option: str, says: str) -> None:
-    with pytest.raises(
-        ConfigError, match=f"model.arch_options: {option} is not an option here: .*{says}"
-    ):
+    with pytest.raises(ConfigError, match=f"arch_options.{option} is not an option here: .*{says}"):
         load_config(None, None, [f"model.arch_options.{option}=softmax2d"])
 
 
@@ -165,3 +175,18 @@ def test_train_refuses_a_misspelt_option_in_one_line(
         result, "model.arch_options.decoder_attention_typ", "decoder_attention_type"
     )
     assert not list(run.rglob("*.pt"))
+
+
+def test_a_checkpoint_with_an_option_no_architecture_takes_still_maps(
+    checkpoint: Path, tiny_data: Path, tmp_path: Path
+) -> None:
+    """Trained before the check, the misspelt option did nothing: its maps are made, warned."""
+    state = torch.load(checkpoint, weights_only=True)
+    state["config"]["model"]["arch_options"] = {"decoder_attention_typ": "scse"}
+    old = tmp_path / "old.pt"
+    torch.save(state, old)
+    tile = str(tiny_data / "synth_000_naip.tif")
+    result = run_cli("predict", tile, "-k", str(old), "--out", str(tmp_path / "maps"), "--no-probs")
+    assert result.returncode == 0, result.stderr
+    assert "decoder_attention_typ" in result.stderr and "ignored" in result.stderr
+    assert (tmp_path / "maps" / "synth_000_naip_class.tif").is_file()
