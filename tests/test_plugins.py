@@ -172,7 +172,8 @@ def test_a_registered_architecture_trains_predicts_and_exports(
     assert card["architecture"] == "tinyfcn"
     onnx_maps = tmp_path / "onnx_maps"
     model = str(tmp_path / "model" / "model.onnx")
-    result = run_cli("predict", tile, "--model", model, "--out", str(onnx_maps), env=env)
+    # ONNX Runtime runs the export without the plugin that built the model
+    result = run_cli("predict", tile, "--model", model, "--out", str(onnx_maps), env={})
     assert result.returncode == 0, result.stderr
     with (
         rasterio.open(maps / "synth_000_naip_class.tif") as a,

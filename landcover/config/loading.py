@@ -301,12 +301,16 @@ def load_config(
         ) from None
 
 
-def config_from_dict(tree: dict[str, Any], source: str = "checkpoint") -> Config:
+def config_from_dict(
+    tree: dict[str, Any], source: str = "checkpoint", any_arch: bool = False
+) -> Config:
     """Validates a configuration stored as plain data (in a checkpoint or run folder).
 
     Args:
         tree: The configuration as produced by :meth:`Config.to_dict`.
         source: Where it came from, for the error message.
+        any_arch: Take a ``model.arch`` no one registered here (an exported model's: ONNX
+            Runtime runs it without the plugin that built it).
 
     Returns:
         The validated configuration.
@@ -315,7 +319,7 @@ def config_from_dict(tree: dict[str, Any], source: str = "checkpoint") -> Config
         ConfigError: If the data is not a valid configuration.
     """
     try:
-        return Config.model_validate(tree)
+        return Config.model_validate(tree, context={"any_arch": any_arch})
     except ValidationError as err:
         raise ConfigError(_format_validation_error(err, source)) from None
 

@@ -174,7 +174,7 @@ class ModelMetadata:
         Returns:
             The configuration.
         """
-        return config_from_dict(self.config, source=f"{source}: config")
+        return config_from_dict(self.config, source=f"{source}: config", any_arch=True)
 
 
 def metadata_path(model: str | Path) -> Path:

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 from torch import nn
 
+from landcover.archregistry import registered_builder
 from landcover.config import ModelConfig
 from landcover.errors import CheckpointError
 from landcover.models.keymap import KeyMismatchError, fit_state_dict
@@ -100,7 +101,7 @@ def load_initial_weights(model: nn.Module, config: ModelConfig, in_channels: int
         )
     path = config.weights
     state, wrapper = read_state_dict(path)
-    if not hasattr(model, "encoder"):  # a registered architecture: its own keys, all of them
+    if registered_builder(config.arch) is not None:  # a registered architecture: its keys
         return _load_whole(model, state, path, wrapper)
     try:
         fitted = fit_state_dict(state, model, config.encoder)

@@ -19,7 +19,7 @@ import torch
 from torch import nn
 
 from landcover.config import AUTO, ClassWeightScheme, LossConfig
-from landcover.errors import ConfigError
+from landcover.errors import ConfigError, first_line
 from landcover.training import lossterms  # noqa: F401  (registers the built-in terms)
 from landcover.training.lossregistry import LossSpec as LossSpec
 from landcover.training.lossregistry import check_terms as check_terms
@@ -165,6 +165,10 @@ def build_terms(config: LossConfig, num_classes: int) -> dict[str, tuple[float, 
     }
 
 
+PROBE_SIDE = 64
+"""Side of the batch each term is tried on when the loss is built (the smallest patch)."""
+
+
 class SegmentationLoss(nn.Module):
     """The weighted sum of the configured loss terms, all skipping no-data pixels.
 
@@ -210,20 +214,29 @@ class SegmentationLoss(nn.Module):
         return {term.name: self.losses[term.name](scores, target) for term in self.terms}
 
     def _check_terms(self, num_classes: int) -> None:
-        """Each term on a tiny batch gives a scalar (a plugin's term may not): one line if not.
+        """Each term on a probe batch gives a scalar (a plugin's term may not): one line if not.
 
         Raises:
-            ConfigError: Naming the term and what it gave.
+            ConfigError: Naming the term and what it gave or raised.
         """
-        logits = torch.zeros(1, num_classes, 8, 8)
-        target = torch.zeros(1, 8, 8, dtype=torch.long)
+        gen = torch.Generator().manual_seed(0)  # every class, at a training patch's size
+        logits = torch.randn(1, num_classes, PROBE_SIDE, PROBE_SIDE, generator=gen)
+        target = torch.randint(0, num_classes, (1, PROBE_SIDE, PROBE_SIDE), generator=gen)
         with torch.no_grad():
-            for name, value in self.components(logits, target).items():
+            for term in self.terms:
+                try:
+                    value = self.losses[term.name](logits, target)
+                except Exception as exc:  # a plugin's term may raise anything
+                    raise ConfigError(
+                        f"optim.loss.terms.{term.name}: the term fails on a {PROBE_SIDE} px "
+                        f"probe batch: {first_line(exc, 200, typed=True)}"
+                    ) from None
                 if not isinstance(value, torch.Tensor) or value.dim() != 0:
                     gave = tuple(value.shape) if isinstance(value, torch.Tensor) else type(value)
                     raise ConfigError(
-                        f"optim.loss.terms.{name}: the term gave {gave}, not a scalar tensor "
-                        "(a term maps (B, K, H, W) logits and (B, H, W) targets to one value)"
+                        f"optim.loss.terms.{term.name}: the term gave {gave}, not a scalar "
+                        "tensor (a term maps (B, K, H, W) logits and (B, H, W) targets to one "
+                        "value)"
                     )
 
     def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:

@@ -178,6 +178,26 @@ class _PerPixel(nn.Module):
         return F.cross_entropy(logits, target, reduction="none")
 
 
+class _WideContext(nn.Module):
+    """A valid term that needs more than a few pixels (an 11 px pooling)."""
+
+    def __init__(self, config: LossConfig, num_classes: int, class_weights: object) -> None:
+        super().__init__()
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        return F.avg_pool2d(logits.softmax(1), 11, stride=1).mean()
+
+
+class _Raises(nn.Module):
+    """A term that fails on any batch."""
+
+    def __init__(self, config: LossConfig, num_classes: int, class_weights: object) -> None:
+        super().__init__()
+
+    def forward(self, logits: torch.Tensor, target: torch.Tensor) -> torch.Tensor:
+        raise RuntimeError("needs a mask band")
+
+
 class _TwoArguments(nn.Module):
     """A term whose __init__ takes another signature."""
 
@@ -192,13 +212,21 @@ def test_a_plugin_term_that_breaks_the_contract_is_one_line(
         register_loss("Bad Name", "a name --set cannot take")(_PerPixel)
     register_loss("per_pixel", "forgets to reduce")(_PerPixel)
     register_loss("two_arguments", "another signature")(_TwoArguments)
+    register_loss("wide_context", "an 11 px pooling")(_WideContext)
+    register_loss("raises", "fails")(_Raises)
     try:
+        SegmentationLoss(LossConfig(terms={"ce": 1.0, "wide_context": 0.1}), 4)  # valid
+        with pytest.raises(
+            ConfigError,
+            match=r"terms.raises: the term fails on a 64 px probe batch: RuntimeError: needs a mask band",
+        ):
+            SegmentationLoss(LossConfig(terms={"ce": 1.0, "raises": 1.0}), 4)
         with pytest.raises(
             ConfigError, match=r"optim.loss.terms.two_arguments: _TwoArguments cannot be made"
         ):
             SegmentationLoss(LossConfig(terms={"ce": 1.0, "two_arguments": 1.0}), 4)
         with pytest.raises(
-            ConfigError, match=r"terms.per_pixel: the term gave \(1, 8, 8\), not a scalar"
+            ConfigError, match=r"terms.per_pixel: the term gave \(1, 64, 64\), not a scalar"
         ):
             SegmentationLoss(LossConfig(terms={"ce": 1.0, "per_pixel": 1.0}), 4)
         run = tmp_path / "run"
@@ -209,5 +237,5 @@ def test_a_plugin_term_that_breaks_the_contract_is_one_line(
         assert_one_line_error(result, "optim.loss.terms.per_pixel", "not a scalar")
         assert not list(run.rglob("*.pt"))
     finally:
-        unregister_loss("per_pixel")
-        unregister_loss("two_arguments")
+        for name in ("per_pixel", "two_arguments", "wide_context", "raises"):
+            unregister_loss(name)
