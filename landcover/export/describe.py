@@ -34,6 +34,47 @@ PER_TILE_RECIPE = (
 )
 
 
+PLACES = (
+    ("data", "root"),
+    ("data", "manifest"),
+    ("data", "val_root"),
+    ("data", "cache_dir"),
+    ("model", "weights"),
+    ("run", "out"),
+)
+"""Settings that name where the training run's files were: the card keeps their names alone."""
+
+HOSTS = (("run", "rdzv_endpoint"), ("run", "local_addr"))
+"""Settings that name the training cluster's machines: the card drops them."""
+
+
+def portable_config(config: dict[str, Any]) -> dict[str, Any]:
+    """A training configuration as a model card carries it: no host path, no cluster address.
+
+    The model travels (a registry, a GIS plugin, another team): where the training data, the
+    run folder or the initial weights lay on the training machines is not its to tell, and
+    nothing that loads it reads them.
+
+    Args:
+        config: The configuration as plain data (redacted).
+
+    Returns:
+        A copy, :data:`PLACES` cut to their last name (``/home/alice/naip`` -> ``naip``),
+        :data:`HOSTS` empty.
+    """
+    copied = {
+        key: dict(value) if isinstance(value, dict) else value for key, value in config.items()
+    }
+    for section, key in PLACES:
+        value = copied.get(section, {}).get(key)
+        if isinstance(value, str):
+            copied[section][key] = storage.name(value.rstrip("/")) or value
+    for section, key in HOSTS:
+        if section in copied and key in copied[section]:
+            copied[section][key] = None
+    return copied
+
+
 def describe_model(
     im: InferenceModel, fmt: str, opset: int | None, state_config: dict[str, Any]
 ) -> ModelMetadata:
@@ -85,5 +126,5 @@ def describe_model(
         weights_sha256=weights_sha256(im.model),
         source_checkpoint=redact(storage.name(im.checkpoint)),  # the item's id too
         exporter=f"torch {torch.__version__} ({'torch.onnx, dynamo' if opset else 'torch.export'})",
-        config=state_config,
+        config=portable_config(state_config),
     )

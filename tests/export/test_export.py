@@ -147,6 +147,20 @@ def test_the_onnx_file_carries_its_card_for_a_client_given_it_alone(exported: Pa
     assert session.get_modelmeta().description.startswith("landcover ")
 
 
+def test_the_card_names_no_place_of_the_training_machines(
+    exported: Path, per_tile_checkpoint: Path
+) -> None:
+    trained = load_checkpoint(per_tile_checkpoint).config
+    places = [trained["data"]["root"] or trained["data"]["manifest"], trained["run"]["out"]]
+    assert all(p and Path(p).is_absolute() for p in places), places
+    card = json.loads((exported / "model.json").read_text())
+    for place in places:
+        for file in ("model.json", "model.onnx", "model.stac.json"):
+            assert place.encode() not in (exported / file).read_bytes(), (place, file)
+    root = card["config"]["data"]["root"] or card["config"]["data"]["manifest"]
+    assert root == Path(places[0]).name and card["config"]["run"]["out"] == Path(places[1]).name
+
+
 SCHEMAS = Path(__file__).parent / "schemas"  # copied from the extensions' repositories
 EXTENSIONS = "https://stac-extensions.github.io"
 MLM_SCHEMA = f"{EXTENSIONS}/mlm/v1.4.0/schema.json"
