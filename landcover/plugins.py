@@ -10,7 +10,10 @@ from two places, as pytest and GDAL's Python tools find theirs:
 - an installed package's entry points in the group ``landcover.plugins`` (in its
   ``pyproject.toml``: ``[project.entry-points."landcover.plugins"] myplugin = "myplugin"``);
 - ``LANDCOVER_PLUGINS``: module names separated by commas, importable from ``PYTHONPATH``
-  (a script's module, without packaging; a cluster job sets it in its environment).
+  (a script's module, without packaging).
+
+``landcover cluster azureml`` jobs do not carry plugins: their image holds landcover's code
+alone (the command warns when plugins are loaded).
 
 A plugin that fails to import stops the command in one line naming it and where it was named.
 """

@@ -104,6 +104,16 @@ def cluster_azureml(
         if tiles is None or checkpoint is None:
             raise typer.BadParameter("--job predict needs --tiles and --checkpoint")
         predict = PredictJob(tiles, checkpoint, engine=engine)
+    from landcover.plugins import load_plugins
+
+    loaded = load_plugins()
+    if loaded:  # the job's image is landcover's code alone
+        typer.echo(
+            f"warning: the plugins {', '.join(loaded)} are loaded here, but an Azure ML job's "
+            "image does not carry them: what they register (an architecture, a loss term, a "
+            "map writer, a callback) is not there on the cluster",
+            err=True,
+        )
     spec = load_cluster(cluster)
     resolved = load_config(config)
     plan = make_plan(spec, workers, resolved, with_data=False)

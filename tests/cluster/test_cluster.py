@@ -763,3 +763,17 @@ def test_azureml_install_scripts_follow_the_engine(tmp_path: Path, monkeypatch: 
     files = write_train_job(target, TrainJob(epochs=1, engine=scripted.name))
     assert any("scripts/no-such-install.sh was not found" in w for w in files.warnings)
     assert "no-such-install.sh" not in (files.build_context / "Dockerfile").read_text()
+
+
+def test_azureml_warns_that_loaded_plugins_stay_behind(tmp_path: Path) -> None:
+    """A job's image is landcover alone: what a plugin registers is not there on the cluster."""
+    cluster = write_cluster(tmp_path, vmSize="Standard_NC96ads_A100_v4", targetNodeCount=2)
+    (tmp_path / "plugins").mkdir()
+    (tmp_path / "plugins" / "myplugin.py").write_text("LOADED = True\n")
+    env = {"PYTHONPATH": str(tmp_path / "plugins"), "LANDCOVER_PLUGINS": "myplugin"}
+    args = ["cluster", "azureml", "--workers", "4", "--epochs", "2", "--cluster", str(cluster)]
+    result = run_cli(*args, "--out", str(tmp_path / "aml"), env=env, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert "the plugins myplugin are loaded here, but an Azure ML job's image" in result.stderr
+    plain = run_cli(*args, "--out", str(tmp_path / "aml2"), env={"LANDCOVER_PLUGINS": ""})
+    assert plain.returncode == 0 and "plugins" not in plain.stderr
