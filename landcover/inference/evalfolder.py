@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 
 from landcover import storage
 from landcover.errors import OutputError
@@ -34,6 +35,15 @@ def _scored(out: str) -> tuple[str, list[str]] | None:
         return None
 
 
+def _same_model(earlier: str, now: str) -> bool:
+    """Whether two spellings of a model's path name one file (``ckpt/last.pt``, ``./ckpt/last.pt``)."""
+    if earlier == now:
+        return True
+    if storage.is_remote(earlier) or storage.is_remote(now):
+        return False
+    return os.path.realpath(earlier) == os.path.realpath(now)
+
+
 def check_evaluation_folder(out: str, checkpoint: str, tiles: list[str], overwrite: bool) -> None:
     """Refuses a folder that holds the metrics of another model or of other tiles.
 
@@ -52,13 +62,13 @@ def check_evaluation_folder(out: str, checkpoint: str, tiles: list[str], overwri
         return
     model, scored = earlier
     now = redact(checkpoint)
-    if model == now and scored == sorted(tiles):
+    if _same_model(model, now) and scored == sorted(tiles):
         log.info("%s: replacing the metrics of the same model on the same tiles", redact(out))
         return
     what = (
-        f"model {model}"
-        if model != now
-        else f"this model on other tiles ({counted(len(scored), 'tile')})"
+        f"this model on other tiles ({counted(len(scored), 'tile')})"
+        if _same_model(model, now)
+        else f"model {model}"
     )
     raise OutputError(
         f"{redact(out)} holds the metrics of {what}: pass another --out, or --overwrite to "

@@ -219,8 +219,11 @@ def test_another_models_metrics_are_not_replaced_unasked(
     assert_one_line_error(refused, str(out), "this model on other tiles (8 tiles)", "--overwrite")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == first
 
-    # the same model on the same tiles again replaces them; --overwrite replaces anything
+    # the same model on the same tiles again replaces them (its path spelt another way too);
+    # --overwrite replaces anything
     assert evaluate(checkpoint, tiny_data).returncode == 0
+    respelt = Path(f"{checkpoint.parent}/../{checkpoint.parent.name}/./{checkpoint.name}")
+    assert evaluate(respelt, tiny_data).returncode == 0
     assert evaluate(constant_checkpoint, some, "--overwrite").returncode == 0
     metrics = json.loads((out / "metrics.json").read_text())
     assert metrics["checkpoint"] == str(constant_checkpoint)
