@@ -109,13 +109,17 @@ class WorkerSetup:
     def _build_model(self) -> tuple[Replica, torch.optim.Optimizer, SegmentationLoss]:
         cfg = self.config
         torch.manual_seed(cfg.run.seed)
+        resuming = find_resume_checkpoint(self.folder) is not None
         model = build_model(
-            cfg.model, len(cfg.data.bands), self.mapping.num_classes, cfg.data.patch_size
+            cfg.model,
+            len(cfg.data.bands),
+            self.mapping.num_classes,
+            cfg.data.patch_size,
+            strict=not resuming,  # a run begun before arch_options were checked goes on
         )
         narrow = final_stage_warning(cfg.model, self.mapping.num_classes)
         if narrow and self.env.is_main:
             log.warning("%s", narrow)
-        resuming = find_resume_checkpoint(self.folder) is not None
         if cfg.model.weights and resuming:  # the checkpoint's weights replace them anyway
             log.info("model.weights %r not loaded: resuming from a checkpoint", cfg.model.weights)
         elif cfg.model.weights:

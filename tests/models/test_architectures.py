@@ -7,6 +7,7 @@ trained, here.
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import numpy as np
@@ -190,3 +191,26 @@ def test_a_checkpoint_with_an_option_no_architecture_takes_still_maps(
     assert result.returncode == 0, result.stderr
     assert "decoder_attention_typ" in result.stderr and "ignored" in result.stderr
     assert (tmp_path / "maps" / "synth_000_naip_class.tif").is_file()
+
+
+def test_a_run_begun_with_an_option_no_architecture_takes_resumes(
+    tiny_data: Path, tiny_config: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    first = run_cli(*train_args(tiny_config, tiny_data, run, "--epochs", "1", "--workers", "1"))
+    assert first.returncode == 0, first.stderr
+    typo = ("--set", "model.arch_options.decoder_attention_typ=scse")
+    for name in ("last.pt", "best.pt"):  # as a run begun before the check recorded it
+        path = run / "checkpoints" / name
+        if path.exists():
+            state = torch.load(path, weights_only=True)
+            state["config"]["model"]["arch_options"] = {"decoder_attention_typ": "scse"}
+            torch.save(state, path)
+    again = run_cli(
+        *train_args(tiny_config, tiny_data, run, "--epochs", "2", "--workers", "1"), *typo
+    )
+    assert again.returncode == 0, again.stderr
+    assert "decoder_attention_typ" in again.stderr and "ignored" in again.stderr
+    assert [
+        json.loads(line)["epoch"] for line in (run / "metrics.jsonl").read_text().splitlines()
+    ] == [1, 2]
