@@ -154,7 +154,7 @@ def build_terms(config: LossConfig, num_classes: int) -> dict[str, tuple[float, 
             ``auto`` (the trainer resolves it to numbers first).
         ConfigError: If a term is not registered (one line listing those that are), cannot
             be made as ``cls(config, num_classes, class_weights)``, or does not give a scalar
-            on a tiny batch (checked once, here; not when a fused form computes the terms).
+            on a 64 px probe batch (checked once, here; not when a fused form computes them).
     """
     check_terms(config.terms)
     weights = _class_weights(config, num_classes)
