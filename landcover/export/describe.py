@@ -68,7 +68,7 @@ def portable_config(config: dict[str, Any]) -> dict[str, Any]:
     for section, key in PLACES:
         value = copied.get(section, {}).get(key)
         if isinstance(value, str):
-            copied[section][key] = storage.name(value.rstrip("/")) or value
+            copied[section][key] = storage.name(value) or value
     for section, key in HOSTS:
         if section in copied and key in copied[section]:
             copied[section][key] = None

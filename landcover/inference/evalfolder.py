@@ -61,14 +61,12 @@ def check_evaluation_folder(out: str, checkpoint: str, tiles: list[str], overwri
     if earlier is None or overwrite:
         return
     model, scored = earlier
-    now = redact(checkpoint)
-    if _same_model(model, now) and scored == sorted(tiles):
+    same = _same_model(model, redact(checkpoint))
+    if same and scored == sorted(tiles):
         log.info("%s: replacing the metrics of the same model on the same tiles", redact(out))
         return
     what = (
-        f"this model on other tiles ({counted(len(scored), 'tile')})"
-        if _same_model(model, now)
-        else f"model {model}"
+        f"this model on other tiles ({counted(len(scored), 'tile')})" if same else f"model {model}"
     )
     raise OutputError(
         f"{redact(out)} holds the metrics of {what}: pass another --out, or --overwrite to "

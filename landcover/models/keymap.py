@@ -82,7 +82,7 @@ def fit_state_dict(state: dict[str, torch.Tensor], model: nn.Module, encoder: st
         KeyMismatchError: If the state dict does not fit the model; the message names the
             first missing key, unexpected key, or shape mismatch (with both shapes).
     """
-    state, stripped = _strip_wrapper(state)
+    state, stripped = strip_wrapper(state)
     target = {key: value.shape for key, value in model.state_dict().items()}
     index = _canonical_index(target)
     layout, mapped, unmatched = max(
@@ -148,7 +148,15 @@ def adapt_first_conv(weight: torch.Tensor, in_channels: int) -> torch.Tensor:
     return weight[:, torch.arange(in_channels) % rgb] * (rgb / in_channels)
 
 
-def _strip_wrapper(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
+def strip_wrapper(state: dict[str, torch.Tensor]) -> tuple[dict[str, torch.Tensor], str]:
+    """A state dict without the prefix every key of a wrapped model has (DDP, torch.compile).
+
+    Args:
+        state: The tensors by key.
+
+    Returns:
+        The tensors by their bare keys, and the prefixes removed ("" for none).
+    """
     stripped = ""
     for prefix in _WRAPPER_PREFIXES:
         if state and all(key.startswith(prefix) for key in state):

@@ -19,7 +19,7 @@ from torch import nn
 from landcover.archregistry import registered_builder
 from landcover.config import ModelConfig
 from landcover.errors import CheckpointError
-from landcover.models.keymap import KeyMismatchError, fit_state_dict
+from landcover.models.keymap import KeyMismatchError, fit_state_dict, strip_wrapper
 from landcover.models.pretrained import IMAGENET, fetch_pretrained_encoder
 
 _CHECKPOINT_FORMAT = "landcover-checkpoint"
@@ -128,19 +128,21 @@ def load_initial_weights(model: nn.Module, config: ModelConfig, in_channels: int
 def _load_whole(
     model: nn.Module, state: dict[str, torch.Tensor], path: str, wrapper: str
 ) -> LoadedWeights:
-    """Loads a whole-model state dict into a model that is not smp's (strict, DDP's prefix off).
+    """Loads a whole-model state dict into a model that is not smp's (strict, wrappers off).
 
     Raises:
         CheckpointError: If its keys or shapes are not the model's (one line).
     """
-    if state and all(key.startswith("module.") for key in state):
-        state = {key.removeprefix("module."): value for key, value in state.items()}
+    state, stripped = strip_wrapper(state)
+    layout = ", ".join(
+        p for p in (wrapper, f"{stripped!r} prefix stripped" if stripped else "") if p
+    )
     try:
         model.load_state_dict(state)
     except RuntimeError as exc:
         why = str(exc).splitlines()[1].strip() if "\n" in str(exc) else str(exc)
         raise CheckpointError(f"{path}: weights do not fit the registered model: {why}") from None
-    return LoadedWeights(path, wrapper or "whole model", len(state), encoder_only=False)
+    return LoadedWeights(path, layout or "whole model", len(state), encoder_only=False)
 
 
 def read_state_dict(path: str) -> tuple[dict[str, torch.Tensor], str]:

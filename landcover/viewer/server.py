@@ -228,8 +228,8 @@ class ViewerHandler(BaseHTTPRequestHandler):
         """
         log.warning("view: %s: %s", self.path, reason)
         with suppress(OSError):
-            body = json.dumps({"error": names_only(redact(reason), self.server.job.folder)})
-            self.send(body.encode(), "application/json", HTTPStatus.INTERNAL_SERVER_ERROR)
+            shown = names_only(redact(reason), self.server.job.folder)
+            self.send_json({"error": shown}, HTTPStatus.INTERNAL_SERVER_ERROR)
 
     def route(self) -> None:
         """Answers a GET by its path (see the module)."""

@@ -178,14 +178,19 @@ def test_train_refuses_a_misspelt_option_in_one_line(
     assert not list(run.rglob("*.pt"))
 
 
+def _with_misspelt_option(checkpoint: Path, target: Path) -> Path:
+    """The checkpoint as a run begun before arch_options were checked wrote it (a typo kept)."""
+    state = torch.load(checkpoint, weights_only=True)
+    state["config"]["model"]["arch_options"] = {"decoder_attention_typ": "scse"}
+    torch.save(state, target)
+    return target
+
+
 def test_a_checkpoint_with_an_option_no_architecture_takes_still_maps(
     checkpoint: Path, tiny_data: Path, tmp_path: Path
 ) -> None:
     """Trained before the check, the misspelt option did nothing: its maps are made, warned."""
-    state = torch.load(checkpoint, weights_only=True)
-    state["config"]["model"]["arch_options"] = {"decoder_attention_typ": "scse"}
-    old = tmp_path / "old.pt"
-    torch.save(state, old)
+    old = _with_misspelt_option(checkpoint, tmp_path / "old.pt")
     tile = str(tiny_data / "synth_000_naip.tif")
     result = run_cli("predict", tile, "-k", str(old), "--out", str(tmp_path / "maps"), "--no-probs")
     assert result.returncode == 0, result.stderr
@@ -203,9 +208,7 @@ def test_a_run_begun_with_an_option_no_architecture_takes_resumes(
     for name in ("last.pt", "best.pt"):  # as a run begun before the check recorded it
         path = run / "checkpoints" / name
         if path.exists():
-            state = torch.load(path, weights_only=True)
-            state["config"]["model"]["arch_options"] = {"decoder_attention_typ": "scse"}
-            torch.save(state, path)
+            _with_misspelt_option(path, path)
     again = run_cli(
         *train_args(tiny_config, tiny_data, run, "--epochs", "2", "--workers", "1"), *typo
     )
